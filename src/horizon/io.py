@@ -1,0 +1,89 @@
+"""Small I/O helpers shared by every stage: atomic outputs, JSON/parquet writing, logging set-up.
+
+Every output of the workflow is complete or absent: it is written under a temporary name in the
+same directory and moved into place with os.replace (atomic on POSIX within one filesystem).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import shutil
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+
+def tmp_name(path: str | Path) -> Path:
+    path = Path(path)
+    return path.with_name(f".{path.name}.tmp-{os.getpid()}")
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | Path) -> Iterator[Path]:
+    """Yield a temporary path next to `path`; on success move it into place, on failure remove it.
+
+    Works for files and for directories (a directory output is built under the temporary name).
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = tmp_name(path)
+    _remove(tmp)
+    try:
+        yield tmp
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        os.replace(tmp, path)
+    finally:
+        _remove(tmp)
+
+
+def _remove(p: Path) -> None:
+    if p.is_dir() and not p.is_symlink():
+        shutil.rmtree(p, ignore_errors=True)
+    elif p.exists() or p.is_symlink():
+        p.unlink()
+
+
+def write_json(path: str | Path, obj: Any) -> None:
+    with atomic_path(path) as tmp:
+        tmp.write_text(json.dumps(obj, indent=2, sort_keys=True, default=_json_default) + "\n")
+
+
+def _json_default(o: Any) -> Any:
+    if hasattr(o, "item"):  # numpy scalars
+        return o.item()
+    if isinstance(o, Path):
+        return str(o)
+    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
+
+
+def read_json(path: str | Path) -> Any:
+    with open(path) as fh:
+        return json.load(fh)
+
+
+def write_table(path: str | Path, table: Any) -> None:
+    """Write a pyarrow Table to parquet atomically (zstd, deterministic)."""
+    import pyarrow.parquet as pq
+
+    with atomic_path(path) as tmp:
+        pq.write_table(table, tmp, compression="zstd")
+
+
+def setup_logging(log_path: str | Path | None = None, level: int = logging.INFO) -> logging.Logger:
+    """Log to the rule's `log:` file and to stderr (Snakemake shows stderr; Slurm keeps it)."""
+    handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
+    if log_path:
+        Path(log_path).parent.mkdir(parents=True, exist_ok=True)
+        handlers.append(logging.FileHandler(log_path, mode="a"))
+    logging.basicConfig(
+        level=level,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        handlers=handlers,
+        force=True,
+    )
+    return logging.getLogger("horizon")

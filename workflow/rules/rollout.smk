@@ -1,0 +1,65 @@
+# Benchmark rollouts: one job per model x benchmark x repeat.
+# Finished attempts are appended to attempts.partial.jsonl as they end (not an output, so a killed
+# job keeps them); attempts.jsonl appears when every attempt of the repeat is recorded.
+
+
+rule benchmark:
+    """Check a benchmark's task directories (and fetch them first if they live on the hub)."""
+    output:
+        f"{R}/benchmarks/{{bench}}/tasks.json",
+    params:
+        bench=lambda wc: config["eval"]["benchmarks"][wc.bench],
+        name=lambda wc: wc.bench,
+        dest=lambda wc: f"{R}/benchmarks/{wc.bench}",
+    log:
+        f"{R}/logs/benchmark/{{bench}}.log",
+    localrule: True
+    conda:
+        f"{ENVS}/rollout.yaml"
+    script:
+        f"{SCRIPTS}/benchmark.py"
+
+
+rule prompt_template:
+    """The harness prompt of the corpus (first user turn and follow-ups), so evaluation matches training."""
+    input:
+        f"{R}/corpus/trajectories.parquet",
+    output:
+        f"{R}/corpus/prompt_template.yaml",
+    params:
+        confirmation=config["corpus"]["confirmation_pattern"],
+    log:
+        f"{R}/logs/prompt_template.log",
+    localrule: True
+    conda:
+        f"{ENVS}/data.yaml"
+    script:
+        f"{SCRIPTS}/prompt_template.py"
+
+
+rule rollout:
+    """attempts x tasks of one benchmark for one model (one evaluation repeat)."""
+    input:
+        model=model_dir,
+        student=STUDENT,
+        tasks=f"{R}/benchmarks/{{bench}}/tasks.json",
+        template=prompt_template(),
+    output:
+        f"{R}/rollouts/{{model}}/{{bench}}/r{{repeat}}/attempts.jsonl",
+    params:
+        eval=config["eval"],
+        seed=config["seed"],
+        signatures=config["report"]["error_signatures"],
+        model=lambda wc: wc.model,
+        bench=lambda wc: wc.bench,
+        repeat=lambda wc: int(wc.repeat),
+    log:
+        f"{R}/logs/rollout/{{model}}/{{bench}}/r{{repeat}}.log",
+    threads: res("rollout", "threads", 2)
+    resources:
+        mem_mb=res("rollout", "mem_mb", 8000),
+        runtime=res("rollout", "runtime", 720),
+    conda:
+        f"{ENVS}/rollout.yaml"
+    script:
+        f"{SCRIPTS}/rollout.py"

@@ -1,0 +1,74 @@
+# Serialization and horizon views: tokenize -> horizons, heldout, pool.
+
+
+rule tokenize:
+    """Shard i of the trajectories, serialized with the student's tokenizer (roles, turns kept)."""
+    input:
+        trajectories=f"{R}/corpus/trajectories.parquet",
+        student=STUDENT,
+    output:
+        f"{R}/tokens/shard-{{i}}.parquet",
+    params:
+        shards=config["tokenize"]["shards"],
+        batch_rows=config["tokenize"]["batch_rows"],
+    log:
+        f"{R}/logs/tokenize/shard-{{i}}.log",
+    threads: config["tokenize"]["threads"]
+    resources:
+        mem_mb=res("tokenize", "mem_mb", 8000),
+        runtime=res("tokenize", "runtime", 120),
+    conda:
+        f"{ENVS}/data.yaml"
+    script:
+        f"{SCRIPTS}/tokenize.py"
+
+
+rule horizons:
+    """Per trajectory: tokens, assistant tokens and decision steps kept by horizon K."""
+    input:
+        TOKEN_SHARDS,
+    output:
+        f"{R}/horizons/K{{K}}.parquet",
+    log:
+        f"{R}/logs/horizons/K{{K}}.log",
+    resources:
+        mem_mb=res("horizons", "mem_mb", 8000),
+        runtime=res("horizons", "runtime", 60),
+    conda:
+        f"{ENVS}/data.yaml"
+    script:
+        f"{SCRIPTS}/horizons.py"
+
+
+rule heldout:
+    """Long trajectories kept out of training and scoring, for the diagnostics."""
+    input:
+        f"{R}/horizons/K{max(HORIZONS)}.parquet",
+    output:
+        f"{R}/horizons/heldout.parquet",
+    params:
+        min_tokens=max(HORIZONS),
+        n_heldout=config["split"]["heldout"],
+        seed=config["seed"],
+    log:
+        f"{R}/logs/heldout.log",
+    conda:
+        f"{ENVS}/data.yaml"
+    script:
+        f"{SCRIPTS}/heldout.py"
+
+
+rule pool:
+    """The (H1, H2) scoring pool: trajectories at least H2 tokens long."""
+    input:
+        h1=f"{R}/horizons/K{{h1}}.parquet",
+        h2=f"{R}/horizons/K{{h2}}.parquet",
+        heldout=f"{R}/horizons/heldout.parquet",
+    output:
+        f"{R}/horizons/pool-H{{h1}}-{{h2}}.parquet",
+    log:
+        f"{R}/logs/pool/H{{h1}}-{{h2}}.log",
+    conda:
+        f"{ENVS}/data.yaml"
+    script:
+        f"{SCRIPTS}/pool.py"

@@ -1,0 +1,3 @@
+from horizon.placeholder import not_implemented
+
+not_implemented("select", issue=4)
