@@ -139,9 +139,7 @@ class ChatSerializer:
                 role_runs += [(len(head), OTHER), (len(body) + 1, sup), (len(self.tail) - 1, OTHER)]
                 turn_runs.append((len(head) + len(body) + len(self.tail), t))
             ids = np.fromiter((i for p in pieces for i in p), dtype=np.int32)
-            roles = np.repeat(
-                np.array([r for _, r in role_runs], dtype=np.int8), [n for n, _ in role_runs]
-            )
+            roles = np.repeat(np.array([r for _, r in role_runs], dtype=np.int8), [n for n, _ in role_runs])
             turns = np.repeat(np.array([t for _, t in turn_runs], dtype=np.int16), [n for n, _ in turn_runs])
             out.append(Serialized(ids, roles, turns))
         return out

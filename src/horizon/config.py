@@ -100,13 +100,17 @@ def check_grid(cfg: Mapping) -> None:
         )
     for i, h2 in enumerate(ref["h2"]):
         if h2 <= h1:
-            raise ConfigError(f"config key refine.h2[{i}]: {h2} must be greater than refine.h1 = {h1} (H1 < H2)")
+            raise ConfigError(
+                f"config key refine.h2[{i}]: {h2} must be greater than refine.h1 = {h1} (H1 < H2)"
+            )
     if len(set(ref["h2"])) != len(ref["h2"]):
         raise ConfigError(f"config key refine.h2: duplicate values in {ref['h2']}")
     seen: dict[int, float] = {}
     for i, rho in enumerate(ref["rho"]):
         if isinstance(rho, bool) or not isinstance(rho, int | float) or not (0 < rho <= 1):
-            raise ConfigError(f"config key refine.rho[{i}]: {rho!r} is outside (0, 1] (allowed: 0 < rho <= 1)")
+            raise ConfigError(
+                f"config key refine.rho[{i}]: {rho!r} is outside (0, 1] (allowed: 0 < rho <= 1)"
+            )
         if pct(rho) in seen:
             raise ConfigError(
                 f"config key refine.rho[{i}]: {rho} and {seen[pct(rho)]} give the same percentage {pct(rho)}"

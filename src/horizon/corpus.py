@@ -116,7 +116,9 @@ def download(
     if local.exists():
         manifest = {"source": str(local.resolve()), "kind": "local", "files": _local_files(local)}
     elif local.is_absolute() or source.startswith(".") or source.count("/") != 1:
-        raise CorpusError(f"corpus.source {source!r}: no such file or directory, and not a hub id (owner/name)")
+        raise CorpusError(
+            f"corpus.source {source!r}: no such file or directory, and not a hub id (owner/name)"
+        )
     else:
         patterns = dict(config_patterns or {})
         unknown = [c for c in configs if c not in patterns]
@@ -128,7 +130,9 @@ def download(
         allow = [p for c in configs for p in patterns[c]]
         from huggingface_hub import snapshot_download
 
-        snap = Path(snapshot_download(repo_id=source, repo_type="dataset", revision=revision, allow_patterns=allow))
+        snap = Path(
+            snapshot_download(repo_id=source, repo_type="dataset", revision=revision, allow_patterns=allow)
+        )
         files = []
         for p in sorted(snap.rglob("*")):
             rel = str(p.relative_to(snap))
@@ -148,7 +152,11 @@ def download(
         f["bytes"] = Path(f["path"]).stat().st_size
     out_dir.mkdir(parents=True, exist_ok=True)
     write_json(out_dir / "manifest.json", manifest)
-    log.info("corpus: %d file(s), %.1f MB", len(manifest["files"]), sum(f["bytes"] for f in manifest["files"]) / 1e6)
+    log.info(
+        "corpus: %d file(s), %.1f MB",
+        len(manifest["files"]),
+        sum(f["bytes"] for f in manifest["files"]) / 1e6,
+    )
     return manifest
 
 
@@ -226,7 +234,9 @@ def iter_rows(path: str | Path, fmt: str, source: str, batch_rows: int = 256) ->
 
 def traj_id(conversations: Sequence[Mapping[str, str]]) -> str:
     """Stable content hash of a conversation (the dedup key, stable across runs and machines)."""
-    canon = json.dumps([[m["role"], m["content"]] for m in conversations], ensure_ascii=False, separators=(",", ":"))
+    canon = json.dumps(
+        [[m["role"], m["content"]] for m in conversations], ensure_ascii=False, separators=(",", ":")
+    )
     return hashlib.sha256(canon.encode("utf-8")).hexdigest()[:20]
 
 
@@ -339,7 +349,13 @@ def normalize(
                     if reason is not None:
                         counts[reason[0]] += 1
                         quar.add(
-                            {"source": raw.source, "row": raw.row, "task": task, "reason": reason[0], "detail": reason[1]}
+                            {
+                                "source": raw.source,
+                                "row": raw.row,
+                                "task": task,
+                                "reason": reason[0],
+                                "detail": reason[1],
+                            }
                         )
                         continue
                     conv = [{"role": m["role"], "content": m["content"]} for m in data["conversations"]]
@@ -377,5 +393,11 @@ def normalize(
             "files": per_file,
         }
         write_json(stats_path, stats)
-    log.info("normalize: %d rows -> %d completed, %d duplicates, %s quarantined", rows, completed, duplicates, quarantined)
+    log.info(
+        "normalize: %d rows -> %d completed, %d duplicates, %s quarantined",
+        rows,
+        completed,
+        duplicates,
+        quarantined,
+    )
     return stats

@@ -78,13 +78,20 @@ def write_horizon(token_shards: Sequence[str | Path], k: int, out_path: str | Pa
         truncated = int(np.count_nonzero(np.asarray(table.column("n_tokens")) > k))
         log.info(
             "K=%d: %d trajectories, %d truncated (%.0f%%), mean kept tokens %.0f, mean decision steps %.1f",
-            k, n, truncated, 100 * truncated / n, kept.mean(), steps.mean(),
+            k,
+            n,
+            truncated,
+            100 * truncated / n,
+            kept.mean(),
+            steps.mean(),
         )
     write_table(out_path, table)
     return table
 
 
-def heldout_ids(traj_ids: Sequence[str], n_tokens: Sequence[int], min_tokens: int, count: int, seed: int) -> list[str]:
+def heldout_ids(
+    traj_ids: Sequence[str], n_tokens: Sequence[int], min_tokens: int, count: int, seed: int
+) -> list[str]:
     """A stable held-out set among trajectories at least `min_tokens` long (chosen by seeded hash).
 
     At most a quarter of the long trajectories is held out, so that training keeps long examples.
@@ -92,18 +99,31 @@ def heldout_ids(traj_ids: Sequence[str], n_tokens: Sequence[int], min_tokens: in
     long = [t for t, n in zip(traj_ids, n_tokens) if n >= min_tokens]
     take = min(count, len(long) // 4)
     if take < count:
-        log.warning("held out %d of the %d requested long trajectories (only %d are >= %d tokens)",
-                    take, count, len(long), min_tokens)
+        log.warning(
+            "held out %d of the %d requested long trajectories (only %d are >= %d tokens)",
+            take,
+            count,
+            len(long),
+            min_tokens,
+        )
     ranked = sorted(long, key=lambda t: hashlib.sha256(f"{seed}:{t}".encode()).hexdigest())
     return sorted(ranked[:take])
 
 
-def write_heldout(horizon_file: str | Path, min_tokens: int, count: int, seed: int, out_path: str | Path) -> list[str]:
+def write_heldout(
+    horizon_file: str | Path, min_tokens: int, count: int, seed: int, out_path: str | Path
+) -> list[str]:
     t = pq.read_table(horizon_file, columns=["traj_id", "n_tokens"])
-    ids = heldout_ids(t.column("traj_id").to_pylist(), t.column("n_tokens").to_pylist(), min_tokens, count, seed)
+    ids = heldout_ids(
+        t.column("traj_id").to_pylist(), t.column("n_tokens").to_pylist(), min_tokens, count, seed
+    )
     n_of = dict(zip(t.column("traj_id").to_pylist(), t.column("n_tokens").to_pylist()))
-    write_table(out_path, pa.table({"traj_id": pa.array(ids, pa.string()),
-                                    "n_tokens": pa.array([n_of[i] for i in ids], pa.int32())}))
+    write_table(
+        out_path,
+        pa.table(
+            {"traj_id": pa.array(ids, pa.string()), "n_tokens": pa.array([n_of[i] for i in ids], pa.int32())}
+        ),
+    )
     return ids
 
 
@@ -116,7 +136,9 @@ def pool_table(h1_table: pa.Table, h2_table: pa.Table, h2: int, exclude: set[str
     Sorted by length, longest first, then traj_id: scoring shards take every n-th row, which
     balances their work, and batches of neighbours have similar lengths.
     """
-    a1 = dict(zip(h1_table.column("traj_id").to_pylist(), h1_table.column("kept_assistant_tokens").to_pylist()))
+    a1 = dict(
+        zip(h1_table.column("traj_id").to_pylist(), h1_table.column("kept_assistant_tokens").to_pylist())
+    )
     rows = []
     for tid, n, a2 in zip(
         h2_table.column("traj_id").to_pylist(),
@@ -133,7 +155,12 @@ def write_pool(h1_file, h2_file, heldout_file, h2: int, out_path) -> pa.Table:
     exclude = set(pq.read_table(heldout_file, columns=["traj_id"]).column("traj_id").to_pylist())
     table = pool_table(pq.read_table(h1_file), pq.read_table(h2_file), h2, exclude)
     no_window = sum(1 for x in table.column("n_window_tokens").to_pylist() if x == 0)
-    log.info("pool H2=%d: %d trajectories (%d held out excluded, %d without an assistant token in the window)",
-             h2, table.num_rows, len(exclude), no_window)
+    log.info(
+        "pool H2=%d: %d trajectories (%d held out excluded, %d without an assistant token in the window)",
+        h2,
+        table.num_rows,
+        len(exclude),
+        no_window,
+    )
     write_table(out_path, table)
     return table

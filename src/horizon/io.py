@@ -86,4 +86,13 @@ def setup_logging(log_path: str | Path | None = None, level: int = logging.INFO)
         handlers=handlers,
         force=True,
     )
-    return logging.getLogger("horizon")
+    logger = logging.getLogger("horizon")
+
+    # An uncaught error ends up in the rule's log too (Snakemake points users at the log).
+    def excepthook(etype, value, tb, _previous=sys.excepthook):
+        logger.error("%s: %s", etype.__name__, value, exc_info=(etype, value, tb))
+        if _previous is not sys.__excepthook__:
+            _previous(etype, value, tb)
+
+    sys.excepthook = excepthook
+    return logger

@@ -4,5 +4,7 @@ import sys
 
 
 def not_implemented(stage: str, issue: int) -> None:
-    sys.stderr.write(f"horizon: stage {stage!r} is not implemented yet (see the issue for {stage}: #{issue})\n")
+    sys.stderr.write(
+        f"horizon: stage {stage!r} is not implemented yet (see the issue for {stage}: #{issue})\n"
+    )
     sys.exit(3)

@@ -11,8 +11,14 @@ import time
 
 
 class Progress:
-    def __init__(self, desc: str, total: int | None, unit: str = "items", every: float = 10.0,
-                 logger: logging.Logger | None = None):
+    def __init__(
+        self,
+        desc: str,
+        total: int | None,
+        unit: str = "items",
+        every: float = 10.0,
+        logger: logging.Logger | None = None,
+    ):
         self.desc, self.total, self.unit, self.every = desc, total, unit, every
         self.log = logger or logging.getLogger("horizon.progress")
         self.start = self.last = time.monotonic()

@@ -25,7 +25,9 @@ def resolve(model: str, out_path: str | Path, revision: str = "main", tokenizer:
                 raise FileNotFoundError(f"student {name}: a directory without config.json or tokenizer.json")
             return str(p.resolve()), None
         if p.is_absolute() or name.startswith(".") or name.count("/") != 1:
-            raise FileNotFoundError(f"student.model {name!r}: no such directory, and not a hub id (owner/name)")
+            raise FileNotFoundError(
+                f"student.model {name!r}: no such directory, and not a hub id (owner/name)"
+            )
         from huggingface_hub import snapshot_download
 
         snap = Path(snapshot_download(repo_id=name, revision=revision, allow_patterns=HUB_PATTERNS))

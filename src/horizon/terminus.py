@@ -125,7 +125,9 @@ def parse_response(text: str) -> Response:
             warnings.append(f"Command {i + 1} has no 'duration'; {DEFAULT_DURATION} s was used.")
             duration = DEFAULT_DURATION
         elif isinstance(duration, bool) or not isinstance(duration, int | float) or duration < 0:
-            raise ParseError(f"Command {i + 1} has an invalid 'duration' (a non-negative number is required).")
+            raise ParseError(
+                f"Command {i + 1} has an invalid 'duration' (a non-negative number is required)."
+            )
         commands.append(Command(cmd["keystrokes"], float(duration)))
     done = obj.get("task_complete", False)
     if isinstance(done, str) and done.lower() in ("true", "false"):
@@ -137,7 +139,11 @@ def parse_response(text: str) -> Response:
 
 
 def render_response(
-    analysis: str, plan: str, commands: list[Command], task_complete: bool = False, reasoning: str | None = None
+    analysis: str,
+    plan: str,
+    commands: list[Command],
+    task_complete: bool = False,
+    reasoning: str | None = None,
 ) -> str:
     """The canonical text of an assistant turn (used by the scripted teacher)."""
     body = json.dumps(

@@ -17,9 +17,7 @@ from pathlib import Path
 from horizon.chat import IM_END, IM_START, KEEP_THINKING_TEMPLATE
 
 # Qwen2/Qwen3 pre-tokenizer pattern (single digits; letters with an optional leading non-letter).
-QWEN_PATTERN = (
-    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
-)
+QWEN_PATTERN = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
 ENDOFTEXT = "<|endoftext|>"
 # Qwen3's added tokens in id order from 151643; <think> and </think> are not "special" (they are
 # kept when decoding), like in Qwen3's own tokenizer.
@@ -62,7 +60,9 @@ def _save(tok, out_dir: Path, model_max_length: int) -> None:
     hf.save_pretrained(out_dir)
 
 
-def train_bpe(texts: Iterable[str], out_dir: str | Path, vocab_size: int = 1024, model_max_length: int = 1 << 20):
+def train_bpe(
+    texts: Iterable[str], out_dir: str | Path, vocab_size: int = 1024, model_max_length: int = 1 << 20
+):
     """Train a byte-level BPE on `texts` and save it as a HF tokenizer directory."""
     from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers, trainers
     from tokenizers.pre_tokenizers import ByteLevel

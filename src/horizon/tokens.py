@@ -89,10 +89,14 @@ def tokenize_shard(
     if threads:
         # must be set before the tokenizer's thread pool starts
         os.environ["RAYON_NUM_THREADS"] = str(threads)
+    import time
+
     from horizon.chat import ChatSerializer
     from horizon.tokenizer import load
 
+    t0 = time.perf_counter()
     serializer = ChatSerializer(load(tokenizer_path))
+    load_s = time.perf_counter() - t0
     n_rows = pq.ParquetFile(trajectories).metadata.num_rows
     start, stop = shard_range(n_rows, shard, n_shards)
     progress = Progress(f"tokenize shard {shard}/{n_shards}", stop - start, "trajectories", logger=log)
@@ -110,7 +114,7 @@ def tokenize_shard(
         writer.close()
     progress.close()
     log.info("shard %d: rows %d..%d, %d tokens", shard, start, stop, n_tok)
-    return {"rows": stop - start, "tokens": n_tok}
+    return {"rows": stop - start, "tokens": n_tok, "load_seconds": load_s}
 
 
 def read_tokens(paths: list[str | Path], columns: list[str] | None = None, traj_ids: set[str] | None = None):

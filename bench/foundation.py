@@ -1,0 +1,147 @@
+#!/usr/bin/env python
+"""Figures of the foundation issue, each against a baseline measured in the same run.
+
+python bench/foundation.py dryrun      # snakemake -n on config.yaml vs a trivial one-rule workflow
+python bench/foundation.py tokenize    # tokenize stage vs a per-row apply_chat_template loop (real Qwen vocab)
+python bench/foundation.py memory      # peak RSS of normalize and tokenize at N and 4N trajectories
+python bench/foundation.py all
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+
+
+def median_time(cmd: list[str], cwd: Path, runs: int = 5) -> float:
+    times = []
+    for _ in range(runs):
+        t = time.perf_counter()
+        subprocess.run(cmd, cwd=cwd, check=True, capture_output=True)
+        times.append(time.perf_counter() - t)
+    return statistics.median(times)
+
+
+def bench_dryrun() -> None:
+    with tempfile.TemporaryDirectory() as d:
+        Path(d, "Snakefile").write_text('rule all:\n    output: "x.txt"\n    shell: "touch {output}"\n')
+        trivial = median_time([str(BIN / "snakemake"), "-n", "-q"], Path(d))
+    grid = median_time([str(BIN / "snakemake"), "-n", "-q"], REPO)
+    prof = median_time([str(BIN / "snakemake"), "--profile", "slurm", "-n", "-q"], REPO)
+    print(f"dryrun trivial one-rule workflow: {trivial:.2f} s (median of 5)")
+    print(f"dryrun paper grid (config.yaml): {grid:.2f} s, ratio {grid / trivial:.2f} (goal <= 2)")
+    print(f"dryrun paper grid --profile slurm: {prof:.2f} s, ratio {prof / trivial:.2f}")
+
+
+def _write_corpus(path: Path, n: int, seed: int = 0) -> None:
+    from horizon.synthetic import corpus
+
+    with open(path, "w") as fh:
+        for row in corpus(n, seed=seed):
+            fh.write(json.dumps(row) + "\n")
+
+
+def _normalized(tmp: Path, n: int) -> Path:
+    from horizon.corpus import download, normalize
+
+    src = tmp / f"corpus-{n}.jsonl"
+    _write_corpus(src, n)
+    download(str(src), tmp / f"raw-{n}")
+    out = tmp / f"traj-{n}.parquet"
+    normalize(tmp / f"raw-{n}/manifest.json", out, tmp / f"q-{n}.parquet", tmp / f"s-{n}.json")
+    return out
+
+
+def bench_tokenize(n: int = 96) -> None:
+    import pyarrow.parquet as pq
+
+    from horizon.chat import KEEP_THINKING_TEMPLATE
+    from horizon.tokenizer import build_qwen_tokenizer, load
+    from horizon.tokens import tokenize_shard
+
+    with tempfile.TemporaryDirectory() as d:
+        tmp = Path(d)
+        build_qwen_tokenizer(tmp / "qwen")
+        traj = _normalized(tmp, n)
+        convs = pq.read_table(traj, columns=["conversations"]).column("conversations").to_pylist()
+        tok = load(tmp / "qwen")
+        t = time.perf_counter()
+        n_base = 0
+        for conv in convs:
+            ids = tok.apply_chat_template(conv, tokenize=True, chat_template=KEEP_THINKING_TEMPLATE)
+            n_base += len(ids["input_ids"] if hasattr(ids, "keys") else ids)
+        base_s = time.perf_counter() - t
+        t = time.perf_counter()
+        info = tokenize_shard(traj, tmp / "qwen", tmp / "shard.parquet", 0, 1, batch_rows=64, threads=2)
+        ours_s = time.perf_counter() - t
+        assert info["tokens"] == n_base, (info["tokens"], n_base)
+        lengths = pq.read_table(tmp / "shard.parquet", columns=["n_tokens"]).column("n_tokens").to_pylist()
+        print(
+            f"tokenize corpus: {n} trajectories, {n_base:,} tokens, {min(lengths):,}-{max(lengths):,} tokens each"
+        )
+        print(f"tokenize baseline apply_chat_template loop: {n_base / base_s:,.0f} tok/s")
+        work_s = ours_s - info["load_seconds"]
+        print(
+            f"tokenize ours (stage: parquet in/out, 2 threads, tokenizer load excluded like the baseline's): "
+            f"{info['tokens'] / work_s:,.0f} tok/s, ratio {base_s / work_s:.2f} (goal >= 3)"
+        )
+        print(
+            f"tokenize ours end to end incl. one-time tokenizer load ({info['load_seconds']:.1f} s): "
+            f"{info['tokens'] / ours_s:,.0f} tok/s on this small corpus"
+        )
+
+
+def _peak_rss_mb(code: str) -> float:
+    # VmHWM belongs to this process's own address space (ru_maxrss can carry the parent's over exec)
+    probe = "\nprint([l.split()[1] for l in open('/proc/self/status') if l.startswith('VmHWM')][0])"
+    out = subprocess.run([sys.executable, "-c", code + probe], check=True, capture_output=True, text=True)
+    return int(out.stdout.split()[-1]) / 1024
+
+
+def bench_memory(n: int = 64) -> None:
+    from horizon.tokenizer import build_qwen_tokenizer
+
+    with tempfile.TemporaryDirectory() as d:
+        tmp = Path(d)
+        build_qwen_tokenizer(tmp / "qwen")
+        rows = {}
+        for size in (n, 4 * n):
+            src = tmp / f"corpus-{size}.jsonl"
+            _write_corpus(src, size, seed=size)
+            norm = (
+                f"from horizon.corpus import download, normalize\n"
+                f"download('{src}', '{tmp}/raw-{size}')\n"
+                f"normalize('{tmp}/raw-{size}/manifest.json', '{tmp}/t-{size}.parquet', '{tmp}/q-{size}.parquet', '{tmp}/s-{size}.json', batch_rows=16)"
+            )
+            tok = (
+                f"from horizon.tokens import tokenize_shard\n"
+                f"tokenize_shard('{tmp}/t-{size}.parquet', '{tmp}/qwen', '{tmp}/k-{size}.parquet', 0, 1, batch_rows=16, threads=2)"
+            )
+            # batches of 16 rows: both sizes hold many batches, so a flat peak means streaming works
+            rows[size] = (_peak_rss_mb(norm), _peak_rss_mb(tok), src.stat().st_size / 1e6)
+        for stage, i in (("normalize", 0), ("tokenize", 1)):
+            a, b = rows[n][i], rows[4 * n][i]
+            print(
+                f"peak RSS {stage}: {a:.0f} MB at {n} trajectories ({rows[n][2]:.0f} MB jsonl), "
+                f"{b:.0f} MB at {4 * n} ({rows[4 * n][2]:.0f} MB), ratio {b / a:.2f} (goal 0.8-1.2)"
+            )
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "true")
+    what = sys.argv[1] if len(sys.argv) > 1 else "all"
+    if what in ("dryrun", "all"):
+        bench_dryrun()
+    if what in ("tokenize", "all"):
+        bench_tokenize()
+    if what in ("memory", "all"):
+        bench_memory()

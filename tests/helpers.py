@@ -1,0 +1,64 @@
+"""Helpers shared by the tests: paths, small configs, running Snakemake like a user does."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+FIXTURES = REPO / "tests" / "fixtures"
+CORPUS_SAMPLE = FIXTURES / "corpus-sample.jsonl"
+BIN = Path(sys.executable).parent
+
+
+def fixture_rows() -> list[dict]:
+    return [json.loads(line) for line in CORPUS_SAMPLE.read_text().splitlines() if line.strip()]
+
+
+def fixture_texts() -> list[str]:
+    return [m["content"] for r in fixture_rows() for m in r["conversations"]]
+
+
+def deep_update(base: dict, over: dict) -> dict:
+    out = copy.deepcopy(base)
+    for k, v in over.items():
+        out[k] = deep_update(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def write_config(path: Path, cfg: dict) -> Path:
+    path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+    return path
+
+
+def snakemake(
+    args: list[str], cwd: Path | None = None, check: bool = True, timeout: int = 1800, env: dict | None = None
+) -> subprocess.CompletedProcess:
+    cmd = [str(BIN / "snakemake"), "-s", str(REPO / "Snakefile"), *args]
+    full_env = {**os.environ, **(env or {})}
+    proc = subprocess.run(cmd, cwd=cwd or REPO, capture_output=True, text=True, timeout=timeout, env=full_env)
+    if check and proc.returncode != 0:
+        raise AssertionError(
+            f"snakemake {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-6000:]}"
+        )
+    return proc
+
+
+def job_counts(output: str) -> dict[str, int]:
+    """Per-rule job counts from Snakemake's 'Job stats' table."""
+    block = output.split("Job stats:", 1)[1]
+    counts = {}
+    for line in block.splitlines():
+        m = re.match(r"^(\S+)\s+(\d+)$", line.strip())
+        if m and m.group(1) != "total":
+            counts[m.group(1)] = int(m.group(2))
+        elif line.startswith("total"):
+            break
+    return counts

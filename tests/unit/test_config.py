@@ -1,0 +1,85 @@
+import pytest
+
+from horizon import config as hc
+from tests.helpers import REPO, deep_update
+
+PAPER = hc.load(REPO / "config.yaml")
+
+
+def raw_paper() -> dict:
+    import yaml
+
+    return yaml.safe_load((REPO / "config.yaml").read_text())
+
+
+def test_paper_grid_values_and_defaults():
+    assert PAPER["horizons"] == [4096, 8192, 12288, 16384]
+    assert PAPER["refine"]["h1"] == 8192 and PAPER["refine"]["h2"] == [12288, 16384]
+    assert PAPER["refine"]["rho"] == [0.25, 0.5, 0.75]
+    assert PAPER["train"]["lr"] == 1e-5 and PAPER["train"]["warmup_ratio"] == 0.0
+    assert PAPER["train"]["per_device_batch"] == 1 and PAPER["train"]["packing"] is False
+    assert PAPER["eval"]["attempts"] == 8 and PAPER["eval"]["repeats"] == 4
+    # defaults filled from the schema
+    assert PAPER["score"]["chunk"] == 1024
+    assert PAPER["corpus"]["confirmation_pattern"]
+    assert PAPER["eval"]["benchmarks"]["terminal-bench-core"]["revision"] == "main"
+
+
+def test_grid_models_in_table_order():
+    names = hc.model_names(PAPER)
+    assert names[:5] == ["base", "single-K4096", "single-K8192", "single-K12288", "single-K16384"]
+    refine = [n for n in names if n.startswith("refine-")]
+    assert len(refine) == 2 * (3 * 3 + 1)
+    assert "refine-H12288-top-25" in refine and "refine-H16384-all-100" in refine
+    assert hc.theta1(PAPER) == "single-K8192"
+
+
+@pytest.mark.parametrize(
+    "override, key, allowed",
+    [
+        ({"refine": {"h1": 8192, "h2": [8192]}}, "refine.h2[0]", "H1 < H2"),
+        ({"refine": {"h1": 8192, "h2": [12288], "rho": [0.0]}}, "refine.rho[0]", "0 < rho <= 1"),
+        ({"refine": {"h1": 8192, "h2": [12288], "rho": [1.5]}}, "refine.rho[0]", "0 < rho <= 1"),
+        (
+            {"refine": {"h1": 8192, "h2": [12288], "selections": ["middle"]}},
+            "refine.selections[0]",
+            "top, bottom, random",
+        ),
+        ({"horizons": [4096, -8]}, "horizons[1]", "minimum"),
+        ({"horizons": [4096, "8k"]}, "horizons[1]", "integer"),
+        ({"refine": {"h1": 1000, "h2": [12288]}}, "refine.h1", "4096, 8192, 12288, 16384"),
+        ({"train": {"scheduler": "step"}}, "train.scheduler", "cosine, linear, constant"),
+        ({"eval": {"sandbox": "chroot"}}, "eval.sandbox", "local, docker, apptainer"),
+        (
+            {"eval": {"benchmarks": {"x": {"format": "tb3", "path": "y"}}}},
+            "eval.benchmarks.x.format",
+            "tb1, harbor",
+        ),
+        ({"typo_key": 1}, "<top level>", "allowed keys"),
+    ],
+)
+def test_bad_values_fail_naming_the_key(override, key, allowed):
+    with pytest.raises(hc.ConfigError) as e:
+        hc.validate(deep_update(raw_paper(), override))
+    assert key in str(e.value)
+    assert allowed in str(e.value)
+
+
+def test_missing_required_key():
+    cfg = raw_paper()
+    del cfg["student"]
+    with pytest.raises(hc.ConfigError, match="'student' is a required property"):
+        hc.validate(cfg)
+
+
+def test_duplicate_percentages_rejected():
+    with pytest.raises(hc.ConfigError, match="same percentage"):
+        hc.validate(deep_update(raw_paper(), {"refine": {"h1": 8192, "h2": [12288], "rho": [0.25, 0.251]}}))
+
+
+def test_keep_count_is_ceil_and_float_safe():
+    assert hc.keep_count(0.25, 10) == 3
+    assert hc.keep_count(0.5, 10) == 5
+    assert hc.keep_count(0.3, 10) == 3  # 0.3*10 = 3.0000000000000004 must not become 4
+    assert hc.keep_count(1.0, 7) == 7
+    assert hc.pct(0.29) == 29
