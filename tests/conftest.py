@@ -36,3 +36,31 @@ def qwen_tokenizer(tmp_path_factory):
     from horizon.tokenizer import build_qwen_tokenizer
 
     return build_qwen_tokenizer(tmp_path_factory.mktemp("qwen"))
+
+
+# DeepSpeed compiles its CPU ops on first use: keep them inside the work tree between test runs.
+os.environ.setdefault(
+    "TORCH_EXTENSIONS_DIR",
+    str(__import__("pathlib").Path(__file__).resolve().parents[1] / ".torch_extensions"),
+)
+
+TINY_BUILD = {
+    "vocab_size": 400, "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
+    "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 8, "max_position_embeddings": 2048,
+}  # fmt: skip
+
+
+@pytest.fixture(scope="session")
+def tiny_corpus(tmp_path_factory):
+    """The fixture corpus normalized and tokenized with a tiny offline student (library calls, no Snakemake)."""
+    from horizon.corpus import download, normalize
+    from horizon.student import build_tiny
+    from horizon.tokens import tokenize_shard
+    from tests.helpers import CORPUS_SAMPLE
+
+    d = tmp_path_factory.mktemp("tiny_corpus")
+    download(str(CORPUS_SAMPLE), d / "raw")
+    normalize(d / "raw/manifest.json", d / "traj.parquet", d / "q.parquet", d / "stats.json")
+    build_tiny(d / "traj.parquet", d / "student", TINY_BUILD, seed=0)
+    tokenize_shard(d / "traj.parquet", d / "student", d / "tokens.parquet", 0, 1)
+    return d

@@ -33,7 +33,8 @@ def _key(path: Iterable[Any]) -> str:
 
 def _fill_defaults(schema: Mapping, node: Any) -> None:
     """Fill `default` values of object properties, recursively (jsonschema does not do this)."""
-    if not isinstance(node, dict) or schema.get("type") not in ("object", None):
+    types = schema.get("type")
+    if not isinstance(node, dict) or not (types is None or types == "object" or "object" in types):
         return
     for name, sub in schema.get("properties", {}).items():
         if name not in node and "default" in sub:

@@ -96,3 +96,21 @@ def setup_logging(log_path: str | Path | None = None, level: int = logging.INFO)
 
     sys.excepthook = excepthook
     return logger
+
+
+def die_with_parent() -> None:
+    """Linux: get SIGKILL when the parent process dies.
+
+    torchrun starts its workers in new sessions, so a killed job (SIGKILL to the job's process
+    group) would otherwise leave them running, still writing checkpoints beside the rerun.
+    """
+    import ctypes
+    import signal
+
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except OSError:
+        return
+    if os.getppid() == 1:  # the parent is already gone
+        os._exit(1)

@@ -60,3 +60,22 @@ rule student:
         f"{ENVS}/data.yaml"
     script:
         f"{SCRIPTS}/student.py"
+
+
+if config["student"].get("build"):
+
+    rule build_student:
+        """Tests and demo: a BPE trained on the corpus and a random-init tiny Qwen3, built offline."""
+        input:
+            f"{R}/corpus/trajectories.parquet",
+        output:
+            directory(config["student"]["model"]),
+        params:
+            build=config["student"]["build"],
+            seed=config["seed"],
+        log:
+            f"{R}/logs/build_student.log",
+        conda:
+            f"{ENVS}/train.yaml"
+        script:
+            f"{SCRIPTS}/build_student.py"
