@@ -6,9 +6,20 @@ from horizon.train import last_complete_checkpoint
 
 def test_single_node_cpu_and_gpu():
     cmd = launch_command("spec.json", {}, gpus=0, cpu_processes=2)
-    assert cmd == [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node=2", "--standalone",
-                   "--nnodes=1", "-m", "horizon.train", "spec.json"]
-    assert "--nproc-per-node=8" in launch_command("spec.json", {"SLURM_JOB_ID": "7", "SLURM_JOB_NUM_NODES": "1"}, 8, 1)
+    assert cmd == [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc-per-node=2",
+        "--standalone",
+        "--nnodes=1",
+        "-m",
+        "horizon.train",
+        "spec.json",
+    ]
+    assert "--nproc-per-node=8" in launch_command(
+        "spec.json", {"SLURM_JOB_ID": "7", "SLURM_JOB_NUM_NODES": "1"}, 8, 1
+    )
 
 
 def test_multi_node_under_slurm_uses_srun_and_c10d_on_the_first_node():

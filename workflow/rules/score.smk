@@ -95,7 +95,9 @@ rule diagnostics:
         diagnostics=config["diagnostics"],
         h1=H1,
         h2s=H2S,
+        subsets=[(s.h2, s.selection, s.pct) for s in SUBSETS],
         score=config["score"],
+        seed=config["seed"],
     log:
         f"{R}/logs/diagnostics.log",
     threads: res("score", "threads", 2)

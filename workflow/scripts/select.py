@@ -1,3 +1,11 @@
-from horizon.placeholder import not_implemented
+from horizon.io import setup_logging
+from horizon.select import write_subset
 
-not_implemented("select", issue=4)
+setup_logging(snakemake.log[0])
+write_subset(
+    snakemake.input.scores,
+    selection=snakemake.params.selection,
+    rho=snakemake.params.rho,
+    seed=snakemake.params.seed,
+    out_path=snakemake.output[0],
+)

@@ -1,0 +1,75 @@
+#!/usr/bin/env python
+"""GPU scoring throughput and forward MFU at H2 = 16K (random-init realistic shape, no download).
+
+  bash bench/score_gpu.sh
+
+Model FLOPs per sequence = 2 * (non-embedding params) * H2 (trunk) + 2 * vocab * hidden * (H2 - H1)
+(LM head on the window only) + 2 * layers * H2^2 * heads * head_dim (causal attention, forward).
+Peak: 989 TFLOP/s bf16 dense for H100/H200 (override --peak-tflops).
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+
+import numpy as np
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--shape", default="8b", choices=["1.7b", "8b"])
+    ap.add_argument("--h1", type=int, default=8192)
+    ap.add_argument("--h2", type=int, default=16384)
+    ap.add_argument("--sequences", type=int, default=16)
+    ap.add_argument("--batch", type=int, default=4)
+    ap.add_argument("--attn", default="sdpa")
+    ap.add_argument("--peak-tflops", type=float, default=None)
+    a = ap.parse_args()
+    import torch
+    from transformers import AutoModelForCausalLM, Qwen3Config
+
+    from bench.train_gpu import SHAPES
+    from horizon.score import Scorer, window_targets
+
+    name = torch.cuda.get_device_name(0)
+    peak = (a.peak_tflops or (989.0 if ("H100" in name or "H200" in name) else 312.0)) * 1e12
+    vocab = 151936
+    with tempfile.TemporaryDirectory() as d:
+        cfg = Qwen3Config(
+            vocab_size=vocab, max_position_embeddings=40960, tie_word_embeddings=False, **SHAPES[a.shape]
+        )
+        with torch.device("cuda"):
+            model = AutoModelForCausalLM.from_config(cfg, dtype=torch.bfloat16)
+        model.save_pretrained(d)
+        n_all = sum(p.numel() for p in model.parameters())
+        del model
+        torch.cuda.empty_cache()
+        s = Scorer(d, attn_implementation=a.attn)
+        rng = np.random.default_rng(0)
+        ids = rng.integers(0, vocab, (a.batch, a.h2))
+        roles = (rng.random(a.h2) < 0.7).astype(np.int8)
+        targets = np.stack([window_targets(roles, a.h1, a.h2)] * a.batch)
+        s.logprobs(ids, targets)  # warm-up
+        torch.cuda.synchronize()
+        t = time.perf_counter()
+        for _ in range(a.sequences // a.batch):
+            s.logprobs(ids, targets)
+        torch.cuda.synchronize()
+        dt = time.perf_counter() - t
+        n_seq = a.sequences // a.batch * a.batch
+        nonembed = n_all - 2 * vocab * cfg.hidden_size
+        flops = n_seq * (
+            2 * nonembed * a.h2
+            + 2 * vocab * cfg.hidden_size * (a.h2 - a.h1)
+            + 2 * cfg.num_hidden_layers * a.h2 * a.h2 * cfg.num_attention_heads * cfg.head_dim
+        )
+        print(
+            f"score GPU {name} {a.shape} H2={a.h2}: {n_seq * a.h2 / dt:,.0f} tok/s, forward MFU "
+            f"{100 * flops / dt / peak:.1f}% (goal >= 50%), peak memory {torch.cuda.max_memory_allocated() / 2**30:.1f} GiB"
+        )
+
+
+if __name__ == "__main__":
+    main()
