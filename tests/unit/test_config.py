@@ -20,7 +20,7 @@ def test_paper_grid_values_and_defaults():
     assert PAPER["train"]["per_device_batch"] == 1 and PAPER["train"]["packing"] is False
     assert PAPER["eval"]["attempts"] == 8 and PAPER["eval"]["repeats"] == 4
     # defaults filled from the schema
-    assert PAPER["score"]["chunk"] == 1024
+    assert PAPER["score"]["chunk"] == 512
     assert PAPER["corpus"]["confirmation_pattern"]
     assert PAPER["eval"]["benchmarks"]["terminal-bench-core"]["revision"] == "main"
 
