@@ -133,6 +133,10 @@ def check_grid(cfg: Mapping) -> None:
             f"config key corpus.collect.tasks: {collect['tasks']!r} is not a benchmark "
             f"(allowed: {', '.join(cfg['eval']['benchmarks'])})"
         )
+    if collect and not cfg["eval"]["prompt_template"]:
+        raise ConfigError(
+            "config key eval.prompt_template: required with corpus.collect (the corpus does not exist yet)"
+        )
     for i, pair in enumerate(cfg.get("report", {}).get("paired", [])):
         names = set(model_names(cfg))
         for m in pair:

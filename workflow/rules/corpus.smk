@@ -79,3 +79,26 @@ if config["student"].get("build"):
             f"{ENVS}/train.yaml"
         script:
             f"{SCRIPTS}/build_student.py"
+
+
+if config["corpus"].get("collect"):
+
+    rule collect_corpus:
+        """The demo's corpus: the scripted teacher solves the bundled tasks through the real harness."""
+        input:
+            tasks=f"{R}/benchmarks/{config['corpus']['collect']['tasks']}/tasks.json",
+            template=config["eval"]["prompt_template"] or [],
+        output:
+            config["corpus"]["source"],
+        params:
+            collect=config["corpus"]["collect"],
+            sandbox=config["eval"]["sandbox"],
+            options=config["eval"]["sandbox_options"],
+            seed=config["seed"],
+        log:
+            f"{R}/logs/collect_corpus.log",
+        threads: config["corpus"]["collect"]["concurrency"]
+        conda:
+            f"{ENVS}/rollout.yaml"
+        script:
+            f"{SCRIPTS}/collect.py"

@@ -1,3 +1,5 @@
-from horizon.placeholder import not_implemented
+from horizon.io import setup_logging
+from horizon.prompts import extract_from_parquet
 
-not_implemented("rollout", issue=5)
+setup_logging(snakemake.log[0])
+extract_from_parquet(snakemake.input[0], snakemake.output[0], snakemake.params.confirmation)

@@ -1,0 +1,4 @@
+#!/bin/bash
+set -e
+cd /app
+tar -czf backup.tar.gz docs

@@ -1,0 +1,4 @@
+#!/bin/bash
+set -e
+cd /app
+mkdir -p dist && python3 build.py

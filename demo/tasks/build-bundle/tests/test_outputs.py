@@ -1,0 +1,2 @@
+def test_bundle():
+    assert open("/app/dist/bundle.txt").read() == "alpha\nbeta\ngamma\n"

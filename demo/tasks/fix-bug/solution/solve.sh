@@ -1,0 +1,4 @@
+#!/bin/bash
+set -e
+cd /app
+sed -i 's/a + bb/a + b/' calc.py

@@ -1,0 +1,4 @@
+#!/bin/bash
+set -e
+cd /app
+chmod +x run.sh && ./run.sh > run.out

@@ -1,0 +1,2 @@
+def test_report():
+    assert open("/app/out/report.txt").read() == "status ok\n"

@@ -1,0 +1,53 @@
+"""Real engines for the engine tests, installed and started by the tests themselves.
+
+bubblewrap and tmux come from Debian's packages (installed here when missing and we are root);
+CI runs as root on Debian, so these tests never skip there.
+"""
+
+import os
+import shutil
+import subprocess
+
+import pytest
+
+
+def ensure_debian_package(binary: str, package: str) -> None:
+    if shutil.which(binary):
+        return
+    if os.geteuid() != 0 or not shutil.which("apt-get"):
+        pytest.skip(f"{binary} is not installed and this user cannot apt-get install {package}")
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    r = subprocess.run(["apt-get", "install", "-y", "-qq", package], capture_output=True, env=env)
+    if r.returncode != 0:
+        subprocess.run(["apt-get", "update", "-qq"], capture_output=True, env=env)
+        subprocess.run(["apt-get", "install", "-y", "-qq", package], capture_output=True, env=env, check=True)
+
+
+@pytest.fixture(scope="session")
+def local_engine():
+    ensure_debian_package("bwrap", "bubblewrap")
+    ensure_debian_package("tmux", "tmux")
+
+
+@pytest.fixture(scope="session")
+def tools(tmp_path_factory, local_engine):
+    from horizon.sandbox.toolchain import build
+
+    d = tmp_path_factory.mktemp("tools")
+    d.chmod(0o755)
+    return build(d / "toolchain")
+
+
+def sandbox_processes() -> list[str]:
+    """Command lines of live processes that belong to a horizon sandbox."""
+    out = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            cmd = open(f"/proc/{pid}/cmdline", "rb").read().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if "horizon-server.py" in cmd or ("bwrap" in cmd and "/run/horizon" in cmd):
+            out.append(f"{pid}: {cmd[:200]}")
+    return out

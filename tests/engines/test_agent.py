@@ -1,0 +1,165 @@
+"""The agent loop in a real sandbox with a real tmux: semantics and faults a model can cause."""
+
+import json
+import time
+
+import pytest
+
+from horizon.agent import AgentConfig
+from horizon.llm import ScriptedBackend
+from horizon.prompts import Template
+from horizon.rollout import LiveSandboxes, RunContext, run_attempt
+from horizon.tasks import load_benchmark, load_harbor, load_tb1
+from horizon.terminus import Command, render_response
+from tests.engines.conftest import sandbox_processes
+from tests.helpers import FIXTURES, REPO
+
+pytestmark = pytest.mark.engine
+TEMPLATE = Template.load(REPO / "demo" / "prompt.yaml")
+HELLO = load_harbor(FIXTURES / "harbor-tasks" / "hello")
+
+
+def answer(*cmds, done=False, duration=0.1, reasoning="r"):
+    return render_response("a", "p", [Command(c, duration) for c in cmds], done, reasoning=reasoning)
+
+
+def attempt(tools, answers, task=HELLO, timeout=None, **agent_kw):
+    if timeout:
+        task = type(task)(**{**task.to_dict(), "agent_timeout": timeout})
+    ctx = RunContext(
+        "local",
+        ScriptedBackend(answers),
+        TEMPLATE,
+        AgentConfig(**agent_kw),
+        [r"(?i)no such file"],
+        {"toolchain": tools},
+    )
+    rec = run_attempt(task, 0, 0, ctx, seed=0, live=LiveSandboxes(), transcript=None, keep_messages=True)
+    assert sandbox_processes() == []  # always torn down
+    return rec
+
+
+SOLVE = [answer("echo hello > /app/out.txt\n"), answer(done=True), answer(done=True)]
+
+
+def test_solving_and_confirming(tools):
+    rec = attempt(tools, SOLVE)
+    assert rec["success"] and rec["failure_mode"] == "none" and rec["ended"] == "completed"
+    assert rec["episodes"] == 3 and rec["first_complete_episode"] == 1
+    msgs = rec["messages"]
+    assert [m["role"] for m in msgs] == ["user", "assistant"] * 3
+    assert (
+        "echo hello > /app/out.txt" in msgs[2]["content"]
+        and "mark the task as complete" in msgs[4]["content"]
+    )
+
+
+def test_a_complete_not_confirmed_twice_in_a_row_does_not_end(tools):
+    rec = attempt(
+        tools,
+        [
+            answer("echo hello > /app/out.txt\n"),
+            answer(done=True),
+            answer("ls\n"),
+            answer(done=True),
+            answer(done=True),
+        ],
+    )
+    assert rec["ended"] == "completed" and rec["episodes"] == 5 and rec["success"]
+
+
+def test_parse_errors_run_nothing_and_are_reported(tools):
+    rec = attempt(
+        tools,
+        ['{"analysis": "a", "plan": "p", "commands": [{"keystrokes": "echo hello > /app/out.txt\\n"', *SOLVE],
+    )
+    assert rec["success"] and rec["parse_errors"] == 1 and rec["episodes"] == 4
+    assert rec["messages"][2]["content"].startswith("Your answer could not be used:\nERROR: ")
+
+
+def test_garbage_forever_ends_as_parse_exhausted(tools):
+    t = time.monotonic()
+    rec = attempt(tools, ["I will not answer in JSON."], max_consecutive_parse_errors=4)
+    assert rec["failure_mode"] == "parse_exhausted" and rec["episodes"] == 4 and time.monotonic() - t < 20
+
+
+def test_errors_in_observations_are_signatures(tools):
+    rec = attempt(tools, [answer("cat /app/missing.txt\n"), *SOLVE])
+    assert rec["success"] and rec["error_signatures"] == [{"pattern": "(?i)no such file", "episode": 0}]
+
+
+def test_sleep_forever_ends_at_the_agent_timeout(tools):
+    t = time.monotonic()
+    rec = attempt(tools, [answer("sleep 100000\n", duration=100000)], timeout=3)
+    assert rec["ended"] == "agent_timeout" and rec["failure_mode"] == "agent_timeout"
+    assert time.monotonic() - t < 3 + 15  # the wait was cut at the deadline, then the tests ran
+
+
+def test_long_output_keeps_head_and_tail(tools):
+    rec = attempt(tools, [answer("seq 1 3000\n", duration=1), *SOLVE])
+    obs = rec["messages"][2]["content"]
+    assert len(obs.encode()) < 10_300 and "output limited to 10000 bytes" in obs and rec["success"]
+    assert "seq 1 3000\n1\n2\n3\n" in obs and "2999\n3000\n" in obs
+
+
+def test_output_flood_is_bounded(tools):
+    rec = attempt(
+        tools, [answer("yes | head -c 30000000\n", duration=3), answer("C-c", duration=0.5), *SOLVE]
+    )
+    obs = rec["messages"][2]["content"]
+    assert len(obs.encode()) < 10_500 and "earlier output dropped" in obs and rec["success"]
+
+
+def test_writes_outside_app_fail_and_the_host_is_untouched(tools, tmp_path):
+    from pathlib import Path
+
+    canary = Path("/tmp") / "horizon-agent-canary"
+    canary.write_text("host")
+    try:
+        rec = attempt(
+            tools, [answer(f"echo x > {canary}; echo y > /etc/passwd; echo z > /usr/local/x\n"), *SOLVE]
+        )
+        assert canary.read_text() == "host" and rec["success"]
+        assert "Read-only file system" in rec["messages"][2]["content"]
+    finally:
+        canary.unlink()
+
+
+def test_fork_bomb_ends_the_attempt_and_leaves_nothing(tools):
+    t = time.monotonic()
+    rec = attempt(tools, [answer(":(){ :|:& };:\n", duration=2), *SOLVE], timeout=20)
+    assert not rec["success"] and time.monotonic() - t < 60
+
+
+def test_killing_tmux_ends_the_attempt_as_terminal_lost(tools):
+    rec = attempt(tools, [answer("tmux kill-server\n"), *SOLVE])
+    assert rec["ended"] == "terminal_lost" and rec["failure_mode"] == "terminal_lost"
+
+
+def test_context_overflow_is_its_own_failure_mode(tools):
+    rec = attempt(tools, [answer("ls\n")] * 5, context_length=300, max_tokens=256)
+    assert rec["failure_mode"] == "context_length"
+
+
+def test_tb1_grading_with_uv_and_pytest_offline(tools):
+    task = load_tb1(FIXTURES / "tb1-tasks" / "hello-tb1")
+    ok = attempt(tools, SOLVE, task=task)
+    assert ok["success"] and ok["reward"] == 1.0
+    bad = attempt(
+        tools, [answer("echo bye > /app/out.txt\n"), answer(done=True), answer(done=True)], task=task
+    )
+    assert not bad["success"] and bad["reward"] == 0.5 and bad["failure_mode"] == "tests_failed"
+
+
+def test_harbor_json_reward(tools):
+    tasks, _ = load_benchmark(FIXTURES / "harbor-tasks", "harbor", only=["json-reward"])
+    rec = attempt(tools, [answer(done=True), answer(done=True)], task=tasks[0])
+    assert not rec["success"] and rec["reward"] == 0.25
+
+
+def test_transcripts_record_the_conversation(tools, tmp_path):
+    ctx = RunContext("local", ScriptedBackend(SOLVE), TEMPLATE, AgentConfig(), [], {"toolchain": tools})
+    path = tmp_path / "t.json"
+    run_attempt(HELLO, 0, 0, ctx, 0, LiveSandboxes(), path)
+    t = json.loads(path.read_text())
+    assert t["success"] and len(t["messages"]) == 6 and t["grader"]["detail"]["reward_found"]

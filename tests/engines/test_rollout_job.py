@@ -1,0 +1,66 @@
+"""A rollout job killed with SIGTERM mid-attempt leaves no sandbox; the rerun runs only what is missing."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.engines.conftest import sandbox_processes
+from tests.helpers import FIXTURES, REPO
+
+pytestmark = pytest.mark.engine
+
+JOB = r"""
+import logging, sys
+from horizon.agent import AgentConfig
+from horizon.llm import ScriptedBackend
+from horizon.prompts import Template
+from horizon.rollout import RunContext, run_repeat
+from horizon.tasks import load_harbor
+from horizon.terminus import Command, render_response
+logging.basicConfig(level=logging.INFO, stream=sys.stderr)
+ans = lambda cmds, done=False, d=0.1: render_response("a", "p", [Command(c, d) for c in cmds], done, reasoning="r")
+script = [ans(["sleep 2\n"], d=2), ans(["echo hello > /app/out.txt\n"]), ans([], True), ans([], True)]
+backend = ScriptedBackend(lambda msgs: script[sum(m["role"] == "assistant" for m in msgs)])
+ctx = RunContext("local", backend, Template.load(sys.argv[3]), AgentConfig(), [], {"toolchain": sys.argv[4]})
+run_repeat([load_harbor(sys.argv[1])], 6, 0, ctx, sys.argv[2], seed=0, concurrency=2)
+"""
+
+
+def test_sigterm_mid_attempt_then_resume(tools, tmp_path):
+    out = tmp_path / "attempts.jsonl"
+    partial = tmp_path / "attempts.partial.jsonl"
+    args = [
+        sys.executable,
+        "-c",
+        JOB,
+        str(FIXTURES / "harbor-tasks" / "hello"),
+        str(out),
+        str(REPO / "demo" / "prompt.yaml"),
+        str(tools),
+    ]
+    proc = subprocess.Popen(args, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 60
+    while time.time() < deadline and not (partial.exists() and partial.read_text().count("\n") >= 2):
+        time.sleep(0.05)
+    time.sleep(0.5)  # the next attempts are now inside their sleep
+    assert sandbox_processes(), "expected sandboxes up mid-attempt"
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode != 0 and "tearing down" in err
+    time.sleep(0.3)
+    assert sandbox_processes() == []
+    done = partial.read_text().count("\n")
+    assert 2 <= done < 6 and not out.exists()
+    rerun = subprocess.run(args, capture_output=True, text=True, timeout=120)
+    assert rerun.returncode == 0, rerun.stderr[-2000:]
+    assert f"resuming: {done} attempts recorded, {6 - done} to run" in rerun.stderr
+    recs = [json.loads(x) for x in out.read_text().splitlines()]
+    assert sorted(r["attempt"] for r in recs) == list(range(6))  # each once: none lost, none twice
+    assert all(r["success"] for r in recs) and not partial.exists()
+    assert sandbox_processes() == []
+    os.sync()

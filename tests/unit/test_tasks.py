@@ -1,0 +1,60 @@
+import pytest
+
+from horizon.tasks import TaskError, load_benchmark, load_harbor, load_tb1, parse_pytest_summary
+from tests.helpers import FIXTURES
+
+
+def test_harbor_task_fields():
+    t = load_harbor(FIXTURES / "harbor-tasks" / "hello")
+    assert t.instruction == "Write the word hello to /app/out.txt."
+    assert (t.agent_timeout, t.test_timeout, t.memory_mb, t.cpus) == (30.0, 30.0, 1024, 1.0)
+    assert t.workdir_files.endswith("environment/files") and t.build_context.endswith("environment")
+    assert not t.allow_internet
+
+
+def test_tb1_task_fields():
+    t = load_tb1(FIXTURES / "tb1-tasks" / "hello-tb1")
+    assert t.format == "tb1" and t.instruction.startswith("Write the word hello")
+    assert (t.agent_timeout, t.test_timeout) == (30.0, 30.0) and t.workdir_files.endswith("app")
+
+
+def test_malformed_tasks_are_reported_with_file_and_field_and_others_load():
+    tasks, errors = load_benchmark(FIXTURES / "harbor-tasks", "harbor")
+    assert [t.id for t in tasks] == ["hello", "json-reward"]
+    by_task = {e["task"]: e for e in errors}
+    assert (
+        by_task["broken-toml"]["file"] == "task.toml"
+        and "not valid TOML" in by_task["broken-toml"]["message"]
+    )
+    assert (by_task["bad-timeout"]["file"], by_task["bad-timeout"]["field"]) == (
+        "task.toml",
+        "agent.timeout_sec",
+    )
+    assert by_task["no-tests"]["file"] == "tests/test.sh"
+    with pytest.raises(
+        TaskError, match=r"task bad-timeout: task.toml: agent.timeout_sec: expected a positive number"
+    ):
+        load_harbor(FIXTURES / "harbor-tasks" / "bad-timeout")
+
+
+def test_missing_benchmark_and_unknown_task_ids(tmp_path):
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        load_benchmark(tmp_path / "nope", "tb1")
+    with pytest.raises(FileNotFoundError, match="no task directories ghost"):
+        load_benchmark(FIXTURES / "harbor-tasks", "harbor", only=["hello", "ghost"])
+
+
+def test_pytest_summary_parsing():
+    out = """
+============================= short test summary info ==============================
+PASSED tests/test_outputs.py::test_a
+FAILED tests/test_outputs.py::test_b - AssertionError
+ERROR tests/test_outputs.py::test_c
+========================= 1 failed, 1 passed, 1 error in 0.1s =========================
+"""
+    assert parse_pytest_summary(out) == {
+        "tests/test_outputs.py::test_a": "PASSED",
+        "tests/test_outputs.py::test_b": "FAILED",
+        "tests/test_outputs.py::test_c": "ERROR",
+    }
+    assert parse_pytest_summary("no tests ran") == {}
