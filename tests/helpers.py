@@ -62,3 +62,21 @@ def job_counts(output: str) -> dict[str, int]:
         elif line.startswith("total"):
             break
     return counts
+
+
+DEMO_TASKS = ["count-rows", "run-script", "fix-bug", "write-report"]
+
+
+def tiny_demo_config(workdir: Path, **overrides) -> Path:
+    """The demo config made smaller (4 tasks, no base model) with absolute paths:
+    the same rules, for tests that run the workflow several times (Slurm, crash safety)."""
+    cfg = yaml.safe_load((REPO / "demo" / "config.yaml").read_text())
+    cfg["eval"]["benchmarks"]["demo"].update(path=str(REPO / "demo" / "tasks"), tasks=DEMO_TASKS)
+    cfg["eval"]["prompt_template"] = str(REPO / "demo" / "prompt.yaml")
+    cfg["student"]["build"].update(vocab_size=600)
+    cfg["train"].update(epochs=40, save_steps=10)  # 16 trajectories: more epochs for as many steps
+    cfg["eval"].update(include_base=False, concurrency=2)
+    cfg["eval"]["sampling"]["max_tokens"] = 160
+    cfg["report"]["paired"] = [["single-K384", "refine-H640-top-50"]]
+    cfg = deep_update(cfg, overrides)
+    return write_config(Path(workdir) / "config.yaml", cfg)

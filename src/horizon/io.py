@@ -87,6 +87,11 @@ def setup_logging(log_path: str | Path | None = None, level: int = logging.INFO)
         force=True,
     )
     logger = logging.getLogger("horizon")
+    # library progress bars (weight loading, shard writing) are noise in a job log: ours are progress lines
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
+    if "transformers" in sys.modules:
+        sys.modules["transformers"].utils.logging.disable_progress_bar()
 
     # An uncaught error ends up in the rule's log too (Snakemake points users at the log).
     def excepthook(etype, value, tb, _previous=sys.excepthook):

@@ -367,6 +367,11 @@ def rollout_job(
 
 
 def _run(tasks, eval_cfg, backend, template, signatures, options, model, bench, repeat, out_path, seed):
+    run_id = f"{model}/{bench}/r{repeat}"
+    if eval_cfg["sandbox"] == "docker":
+        from horizon.sandbox.docker import sweep
+
+        sweep(run_id)  # containers of this very job left by a killed earlier run
     agent = AgentConfig(
         max_episodes=eval_cfg["max_episodes"], context_length=eval_cfg["context_length"],
         max_tokens=eval_cfg["sampling"]["max_tokens"], agent_timeout=eval_cfg["agent_timeout_s"],

@@ -214,6 +214,17 @@ def deepspeed_config(value: str | None) -> str | None:
     return str(path)
 
 
+def _checkpointing_args(enabled: bool) -> dict:
+    """Gradient (activation) checkpointing, under the argument name this transformers version uses."""
+    import inspect
+
+    from transformers import TrainingArguments
+
+    name = "activation_checkpointing" if "activation_checkpointing" in inspect.signature(TrainingArguments).parameters \
+        else "gradient_checkpointing"
+    return {name: enabled, f"{name}_kwargs": {"use_reentrant": False} if enabled else None}
+
+
 def training_arguments(spec: TrainSpec, on_cpu: bool):
     from transformers import TrainingArguments
 
@@ -233,8 +244,7 @@ def training_arguments(spec: TrainSpec, on_cpu: bool):
         gradient_accumulation_steps=t["grad_accum"],
         bf16=t["bf16"],
         deepspeed=deepspeed_config(t["deepspeed"]),
-        gradient_checkpointing=t["gradient_checkpointing"],
-        gradient_checkpointing_kwargs={"use_reentrant": False} if t["gradient_checkpointing"] else None,
+        **_checkpointing_args(t["gradient_checkpointing"]),
         save_strategy="steps",
         save_steps=t["save_steps"],
         save_total_limit=t["save_total_limit"],
@@ -249,7 +259,9 @@ def training_arguments(spec: TrainSpec, on_cpu: bool):
         dataloader_pin_memory=not on_cpu,
         include_num_input_tokens_seen="all",
         use_cpu=on_cpu,
-        ddp_backend="gloo" if on_cpu and "WORLD_SIZE" in os.environ else None,  # launched by torchrun
+        # gloo between CPU processes; a single process is not wrapped in DDP at all
+        ddp_backend="gloo" if on_cpu and int(os.environ.get("WORLD_SIZE", "1")) > 1 else None,
+        ddp_find_unused_parameters=False,
         save_only_model=False,  # the optimizer and scheduler state are what makes a resume exact
     )
 
@@ -351,6 +363,9 @@ def make_trainer(spec: TrainSpec, callbacks: list | None = None):
         data_collator=Collator(tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0),
         callbacks=callbacks or [],
     )
+    from transformers.trainer_callback import PrinterCallback
+
+    trainer.remove_callback(PrinterCallback)  # a dict per step on stdout; our progress lines go to the log
     return trainer, tokenizer
 
 

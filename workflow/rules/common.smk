@@ -1,6 +1,10 @@
 # Config validation, paths, wildcard constraints and input functions shared by every rule.
 # Keep this cheap: every Slurm job re-parses the Snakefile.
+import os
 from pathlib import Path
+
+# horizon is importable in every job, also inside conda environments that hold only its dependencies
+os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (f"{workflow.basedir}/src", os.environ.get("PYTHONPATH")) if p)
 
 import horizon.config as hc
 
@@ -18,6 +22,7 @@ BENCHES = list(config["eval"]["benchmarks"])
 REPEATS = list(range(config["eval"]["repeats"]))
 TOKEN_SHARDS = [f"{R}/tokens/shard-{i:03d}.parquet" for i in range(config["tokenize"]["shards"])]
 SCORE_SHARDS = config["score"]["shards"]
+GPU_CONTAINER = config["software"]["container"]  # used with --sdm apptainer (None: no container)
 
 
 wildcard_constraints:
@@ -69,12 +74,15 @@ def prompt_template():
 
 
 def rollouts(model=None, bench=None):
-    return [
+    paths = [
         f"{R}/rollouts/{m}/{b}/r{r}/attempts.jsonl"
         for m in ([model] if model else MODELS)
         for b in ([bench] if bench else BENCHES)
         for r in REPEATS
     ]
+    if config["report"]["allow_partial"]:  # tables from what exists now
+        paths = [p for p in paths if Path(p).exists()]
+    return paths
 
 
 def trained_models():
@@ -88,6 +96,8 @@ TABLES = ["reliability", "cost", "behaviour", "budget", "tasks"]
 def all_targets():
     return [
         *[f"{R}/tables/{t}.md" for t in TABLES],
+        *[f"{R}/tables/paired-{a}-vs-{b}.md" for a, b in config["report"]["paired"]],
+        *[f"{R}/figures/passk-{b}.png" for b in BENCHES],
         f"{R}/subsets/summary.csv",
         f"{R}/diagnostics/bias.csv",
     ]

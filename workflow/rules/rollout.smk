@@ -61,5 +61,7 @@ rule rollout:
         runtime=res("rollout", "runtime", 720),
     conda:
         f"{ENVS}/rollout.yaml"
+    container:
+        GPU_CONTAINER
     script:
         f"{SCRIPTS}/rollout.py"

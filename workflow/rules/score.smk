@@ -22,6 +22,8 @@ rule score:
         runtime=res("score", "runtime", 600),
     conda:
         f"{ENVS}/train.yaml"
+    container:
+        GPU_CONTAINER
     script:
         f"{SCRIPTS}/score.py"
 
@@ -106,5 +108,7 @@ rule diagnostics:
         runtime=res("score", "runtime", 600),
     conda:
         f"{ENVS}/train.yaml"
+    container:
+        GPU_CONTAINER
     script:
         f"{SCRIPTS}/diagnostics.py"

@@ -25,6 +25,8 @@ rule train_single:
         runtime=res("train", "runtime", 2880),
     conda:
         f"{ENVS}/train.yaml"
+    container:
+        GPU_CONTAINER
     script:
         f"{SCRIPTS}/train.py"
 
@@ -51,5 +53,7 @@ rule refine:
         runtime=res("train", "runtime", 2880),
     conda:
         f"{ENVS}/train.yaml"
+    container:
+        GPU_CONTAINER
     script:
         f"{SCRIPTS}/refine.py"

@@ -144,6 +144,11 @@ def build(out_dir: str | Path) -> Path:
         info = Path(d._path)  # the .dist-info directory
         if info.is_dir():
             shutil.copytree(info, tmp / "lib" / info.name, ignore=shutil.ignore_patterns("RECORD"))
+    # bytecode compiled now: the sandbox mounts lib/ read-only, so Python could not cache it there
+    # (an interpreter of another minor version ignores these files and compiles in memory)
+    import compileall
+
+    compileall.compile_dir(tmp / "lib", quiet=1, workers=1)
     for name, text in (("uv", UV), ("uvx", UV), ("curl", CURL), ("pytest", PYTEST), ("py.test", PYTEST)):
         p = tmp / "bin" / name
         p.write_text(text)

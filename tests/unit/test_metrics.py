@@ -1,0 +1,129 @@
+"""Metrics on hand-computed fixtures, and the tables built from them."""
+
+import itertools
+import json
+import math
+import shutil
+import subprocess
+
+import pytest
+
+from horizon.metrics import IncompleteResults, build_cell, pass_at_k, repeat_stats
+from horizon.report import Table, fmt, load_cells, paired_markdown, reliability
+
+TASKS = ["t0", "t1", "t2", "t3", "t4", "t5"]
+S = [8, 0, 1, 2, 6, 4]  # successes per task, out of 8
+
+
+def records(successes, attempts=8, repeat=0, infra=()):
+    out = []
+    for t, s in zip(TASKS, successes):
+        for a in range(attempts):
+            out.append({"task": t, "attempt": a, "repeat": repeat, "success": a < s, "episodes": 3 + a % 2,
+                        "failure_mode": "none" if a < s else "tests_failed", "error_signatures": [],
+                        "first_complete_episode": 2})
+    for t, a in infra:
+        rec = next(r for r in out if r["task"] == t and r["attempt"] == a)
+        rec.update(success=False, failure_mode="infra_error")
+    return out
+
+
+def test_hand_computed_reliability():
+    st = repeat_stats(records(S), TASKS, 8, [1, 4, 6, 8])
+    assert st["success_attempts"] == 21
+    assert (st["rel_ge_1"], st["rel_ge_4"], st["rel_ge_6"], st["rel_ge_8"]) == (5, 3, 2, 1)
+    assert st["s_plus"] == pytest.approx(4.2) and st["fragile"] == 2
+    assert st["pass_at_8"] == pytest.approx(5 / 6) and st["pass_at_1"] == pytest.approx(21 / 48)
+
+
+def test_pass_at_k_matches_brute_force():
+    for n in range(1, 9):
+        for c in range(n + 1):
+            for k in range(1, n + 1):
+                outcomes = [1] * c + [0] * (n - c)
+                subsets = list(itertools.combinations(range(n), k))
+                brute = sum(any(outcomes[i] for i in sub) for sub in subsets) / len(subsets)
+                assert pass_at_k(n, c, k) == pytest.approx(brute)
+
+
+def test_infra_errors_are_excluded_not_failures():
+    st = repeat_stats(records(S, infra=[("t1", 0), ("t0", 7)]), TASKS, 8, [1])
+    assert st["infra_errors"] == 2 and st["success_attempts"] == 20  # t0's 8th success was an infra error
+    assert st["_n"]["t0"] == 7 and st["_n"]["t1"] == 7
+
+
+def test_reactive_and_proactive():
+    recs = records([2, 0, 0, 0, 0, 0])
+    recs[0]["error_signatures"] = [{"pattern": "(?i)error", "episode": 0}]  # seen before first complete (2)
+    recs[1]["error_signatures"] = [{"pattern": "(?i)error", "episode": 2}]  # after: not reactive
+    st = repeat_stats(recs, TASKS, 8, [1], patterns={"(?i)error"})
+    assert (st["reactive_successes"], st["proactive_successes"]) == (1, 1)
+    assert repeat_stats(recs, TASKS, 8, [1], patterns=set())["reactive_successes"] == 0  # pattern removed
+
+
+def test_no_solved_task_renders_a_dash():
+    st = repeat_stats(records([0] * 6), TASKS, 8, [1])
+    assert math.isnan(st["s_plus"]) and fmt(st["s_plus"], float("nan")) == "–"
+
+
+def write_repeats(tmp_path, model, bench, per_repeat, attempts=8):
+    files = {}
+    for r, succ in enumerate(per_repeat):
+        p = tmp_path / "rollouts" / model / bench / f"r{r}" / "attempts.jsonl"
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text("".join(json.dumps(x) + "\n" for x in records(succ, attempts, r)))
+        files[r] = p
+    return files
+
+
+def test_missing_repeat_or_attempts_is_an_error_naming_them(tmp_path):
+    files = write_repeats(tmp_path, "single-K8", "tb", [S])
+    with pytest.raises(IncompleteResults, match="single-K8 on tb: repeat r1 is missing"):
+        build_cell("single-K8", "tb", files, TASKS, 8, 2, [1])
+    short = tmp_path / "short.jsonl"
+    short.write_text("".join(json.dumps(x) + "\n" for x in records(S)[:-1]))
+    with pytest.raises(IncompleteResults, match="repeat r0, task t5 has 7 of 8 attempts"):
+        build_cell("m", "tb", {0: short}, TASKS, 8, 1, [1])
+    cell = build_cell("single-K8", "tb", files, TASKS, 8, 2, [1], allow_partial=True)
+    assert cell.partial and len(cell.repeats) == 1
+
+
+def test_mean_and_sample_sd_over_repeats_and_tidy_csv(tmp_path):
+    files = write_repeats(tmp_path, "single-K8", "tb", [S, [8, 1, 1, 2, 6, 4]])
+    manifest = tmp_path / "tasks.json"
+    manifest.write_text(json.dumps({"tasks": [{"id": t} for t in TASKS]}))
+    ev = {"attempts": 8, "repeats": 2}
+    rep = {"error_signatures": [], "allow_partial": False, "rel_k": [1, 4, 6, 8], "fragile_max": 2, "bootstrap": 200}
+    cells = load_cells([str(p) for p in files.values()], {"tb": str(manifest)}, ev, rep)
+    t = reliability(cells, ["single-K8"], ["tb"], ev, rep)
+    row = t.tidy[0]
+    assert (row["model"], row["benchmark"]) == ("single-K8", "tb")
+    assert row["success_attempts_mean"] == 21.5 and row["success_attempts_sd"] == pytest.approx(math.sqrt(0.5))
+    assert row["rel_ge_1_mean"] == 5.5 and row["n_tasks"] == 6 and row["n_repeats"] == 2
+    assert row["success_attempts_ci_lo"] <= 21.5 <= row["success_attempts_ci_hi"]
+    md = t.markdown()
+    assert "21.5 ± 0.7" in md and "6 tasks × 8 attempts × 2 repeats" in md
+    header = t.csv().splitlines()[0].split(",")
+    assert header[:4] == ["model", "benchmark", "success_attempts_mean", "success_attempts_sd"]
+
+
+def test_paired_decomposition_sums_to_the_aggregate(tmp_path):
+    a = build_cell("a", "tb", write_repeats(tmp_path, "a", "tb", [S, S]), TASKS, 8, 2, [1])
+    b = build_cell("b", "tb", write_repeats(tmp_path, "b", "tb", [[6, 3, 1, 5, 6, 0], [7, 3, 2, 5, 6, 0]]), TASKS, 8, 2, [1])
+    from horizon.metrics import paired
+
+    p = paired(a, b)
+    assert sum(d for _, d in p["better"]) + sum(d for _, d in p["worse"]) == pytest.approx(p["aggregate"])
+    assert p["aggregate"] == pytest.approx(22 - 21) and p["unchanged"] == ["t4"]
+    assert sum(d for _, d in p["better"]) == pytest.approx(6.5) and sum(d for _, d in p["worse"]) == pytest.approx(-5.5)
+    assert "sum to the change in success attempts: +1.00 (aggregate +1.00)" in paired_markdown(a, b)
+
+
+@pytest.mark.skipif(shutil.which("pdflatex") is None, reason="pdflatex is not installed on this machine")
+def test_latex_compiles(tmp_path):
+    t = Table("T", "mean ± sd, 50% of tasks_x", ["model", "Rel≥1", "s̄+"])
+    t.block("bench_1", [("g", ["single-stage K=8", "5.0 ± 0.5", "–"])])
+    doc = r"\documentclass{article}\usepackage{booktabs}\begin{document}" + t.latex() + r"\end{document}"
+    (tmp_path / "t.tex").write_text(doc)
+    r = subprocess.run(["pdflatex", "-interaction=nonstopmode", "t.tex"], cwd=tmp_path, capture_output=True)
+    assert r.returncode == 0, r.stdout[-2000:]
