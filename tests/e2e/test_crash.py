@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.engines.conftest import sandbox_processes
+from tests.engine_fixtures import sandbox_processes
 from tests.helpers import BIN, DEMO_TASKS, REPO, snakemake, tiny_demo_config
 
 pytestmark = pytest.mark.slow

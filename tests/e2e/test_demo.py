@@ -19,7 +19,7 @@ def demo_config(tmp_path):
     return write_config(tmp_path / "config.yaml", cfg)
 
 
-def test_the_demo_runs_end_to_end_and_shows_the_horizon_effect(tmp_path):
+def test_the_demo_runs_end_to_end_and_shows_the_horizon_effect(tmp_path, local_engine):
     proc = subprocess.run([sys.executable, "-m", "horizon.demo", "--configfile", str(demo_config(tmp_path)),
                            "--directory", str(tmp_path), "--cores", "2"], capture_output=True, text=True, timeout=2400)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]

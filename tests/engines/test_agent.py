@@ -11,7 +11,7 @@ from horizon.prompts import Template
 from horizon.rollout import LiveSandboxes, RunContext, run_attempt
 from horizon.tasks import load_benchmark, load_harbor, load_tb1
 from horizon.terminus import Command, render_response
-from tests.engines.conftest import sandbox_processes
+from tests.engine_fixtures import sandbox_processes
 from tests.helpers import FIXTURES, REPO
 
 pytestmark = pytest.mark.engine

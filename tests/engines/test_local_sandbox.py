@@ -8,7 +8,7 @@ import pytest
 
 from horizon.sandbox import SandboxError, SandboxSpec
 from horizon.sandbox.local import LocalSandbox
-from tests.engines.conftest import sandbox_processes
+from tests.engine_fixtures import sandbox_processes
 
 pytestmark = pytest.mark.engine
 

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from tests.engines.conftest import sandbox_processes
+from tests.engine_fixtures import sandbox_processes
 from tests.helpers import FIXTURES, REPO
 
 pytestmark = pytest.mark.engine

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.engines.conftest import ensure_debian_package
+from tests.engine_fixtures import ensure_debian_package
 from tests.helpers import REPO, snakemake, tiny_demo_config
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]

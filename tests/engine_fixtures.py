@@ -1,0 +1,99 @@
+"""Real engines for the engine tests, installed and started by the tests themselves.
+
+bubblewrap and tmux come from Debian's packages (installed here when missing and we are root);
+CI runs as root on Debian, so these tests never skip there.
+"""
+
+import os
+import shutil
+import subprocess
+
+import pytest
+
+
+def ensure_debian_package(binary: str, package: str) -> None:
+    if shutil.which(binary):
+        return
+    if os.geteuid() != 0 or not shutil.which("apt-get"):
+        pytest.skip(f"{binary} is not installed and this user cannot apt-get install {package}")
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    r = subprocess.run(["apt-get", "install", "-y", "-qq", package], capture_output=True, env=env)
+    if r.returncode != 0:
+        subprocess.run(["apt-get", "update", "-qq"], capture_output=True, env=env)
+        subprocess.run(["apt-get", "install", "-y", "-qq", package], capture_output=True, env=env, check=True)
+
+
+@pytest.fixture(scope="session")
+def local_engine():
+    ensure_debian_package("bwrap", "bubblewrap")
+    ensure_debian_package("tmux", "tmux")
+
+
+@pytest.fixture(scope="session")
+def tools(tmp_path_factory, local_engine):
+    from horizon.sandbox.toolchain import build
+
+    d = tmp_path_factory.mktemp("tools")
+    d.chmod(0o755)
+    return build(d / "toolchain")
+
+
+def sandbox_processes() -> list[str]:
+    """Command lines of live processes that belong to a horizon sandbox."""
+    out = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            cmd = open(f"/proc/{pid}/cmdline", "rb").read().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if "horizon-server.py" in cmd or ("bwrap" in cmd and "/run/horizon" in cmd):
+            out.append(f"{pid}: {cmd[:200]}")
+    return out
+
+
+@pytest.fixture(scope="session")
+def dockerd(tmp_path_factory):
+    """A Docker daemon started by the tests (Debian's docker.io), with a base image built offline
+    (debootstrap minbase + tmux + python3, imported: no registry is reachable). Stopped by pid."""
+    import time
+
+    if os.geteuid() != 0:
+        pytest.skip("starting dockerd needs root")
+    ensure_debian_package("dockerd", "docker.io")
+    ensure_debian_package("debootstrap", "debootstrap")
+    root = tmp_path_factory.mktemp("dockerd")
+    sock = root / "docker.sock"
+    pidfile = root / "docker.pid"
+    log = open(root / "dockerd.log", "w")
+    proc = subprocess.Popen(["dockerd", "--data-root", str(root / "data"), "--exec-root", str(root / "exec"),
+                             "--pidfile", str(pidfile), "-H", f"unix://{sock}", "--iptables=false",
+                             "--bridge=none"], stdout=log, stderr=subprocess.STDOUT)
+    host = f"unix://{sock}"
+    old = os.environ.get("DOCKER_HOST")
+    os.environ["DOCKER_HOST"] = host
+    try:
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            if subprocess.run(["docker", "-H", host, "info"], capture_output=True).returncode == 0:
+                break
+            time.sleep(0.3)
+        else:
+            pytest.fail("dockerd did not start: " + (root / "dockerd.log").read_text()[-2000:])
+        from horizon.sandbox.docker import BASE_IMAGE, build_base_image
+
+        t = time.monotonic()
+        build_base_image(BASE_IMAGE, workdir=root)
+        print(f"\ndocker base image built in {time.monotonic() - t:.0f} s")
+        yield host
+    finally:
+        proc.terminate()  # stop the daemon we started, by pid
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        if old is None:
+            os.environ.pop("DOCKER_HOST", None)
+        else:
+            os.environ["DOCKER_HOST"] = old
