@@ -53,6 +53,33 @@ def sandbox_processes() -> list[str]:
     return out
 
 
+def start_dockerd(root):
+    """Start dockerd with its state under `root`; returns (process, DOCKER_HOST)."""
+    import time
+
+    sock = root / "docker.sock"
+    log = open(root / "dockerd.log", "w")
+    proc = subprocess.Popen(["dockerd", "--data-root", str(root / "data"), "--exec-root", str(root / "exec"),
+                             "--pidfile", str(root / "docker.pid"), "-H", f"unix://{sock}", "--iptables=false",
+                             "--bridge=none"], stdout=log, stderr=subprocess.STDOUT)
+    host = f"unix://{sock}"
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        if subprocess.run(["docker", "-H", host, "info"], capture_output=True).returncode == 0:
+            return proc, host
+        time.sleep(0.3)
+    proc.kill()
+    raise RuntimeError("dockerd did not start: " + (root / "dockerd.log").read_text()[-2000:])
+
+
+def stop_dockerd(proc) -> None:
+    proc.terminate()  # stop the daemon we started, by pid
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
 @pytest.fixture(scope="session")
 def dockerd(tmp_path_factory):
     """A Docker daemon started by the tests (Debian's docker.io), with a base image built offline
@@ -64,23 +91,10 @@ def dockerd(tmp_path_factory):
     ensure_debian_package("dockerd", "docker.io")
     ensure_debian_package("debootstrap", "debootstrap")
     root = tmp_path_factory.mktemp("dockerd")
-    sock = root / "docker.sock"
-    pidfile = root / "docker.pid"
-    log = open(root / "dockerd.log", "w")
-    proc = subprocess.Popen(["dockerd", "--data-root", str(root / "data"), "--exec-root", str(root / "exec"),
-                             "--pidfile", str(pidfile), "-H", f"unix://{sock}", "--iptables=false",
-                             "--bridge=none"], stdout=log, stderr=subprocess.STDOUT)
-    host = f"unix://{sock}"
+    proc, host = start_dockerd(root)
     old = os.environ.get("DOCKER_HOST")
     os.environ["DOCKER_HOST"] = host
     try:
-        deadline = time.time() + 60
-        while time.time() < deadline:
-            if subprocess.run(["docker", "-H", host, "info"], capture_output=True).returncode == 0:
-                break
-            time.sleep(0.3)
-        else:
-            pytest.fail("dockerd did not start: " + (root / "dockerd.log").read_text()[-2000:])
         from horizon.sandbox.docker import BASE_IMAGE, build_base_image
 
         t = time.monotonic()
@@ -88,11 +102,7 @@ def dockerd(tmp_path_factory):
         print(f"\ndocker base image built in {time.monotonic() - t:.0f} s")
         yield host
     finally:
-        proc.terminate()  # stop the daemon we started, by pid
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop_dockerd(proc)
         if old is None:
             os.environ.pop("DOCKER_HOST", None)
         else:
