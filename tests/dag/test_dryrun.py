@@ -33,10 +33,17 @@ def expected_counts(cfg: dict) -> dict[str, int]:
         "table_behaviour": 1,
         "table_budget": 1,
         "table_tasks": 1,
+        "figures": 1,
         "all": 1,
     }
+    if cfg["report"]["paired"]:
+        counts["paired"] = len(cfg["report"]["paired"])
     if cfg["eval"]["prompt_template"] is None:
         counts["prompt_template"] = 1
+    if cfg["student"].get("build"):
+        counts["build_student"] = 1
+    if cfg["corpus"].get("collect"):
+        counts["collect_corpus"] = 1
     return counts
 
 
@@ -53,6 +60,12 @@ def test_paper_grid_counts_match_config():
 def test_full_grid_dry_run(profile):
     out = snakemake([*profile, "-n", "-q", "rules"], cwd=REPO).stdout
     assert job_counts(out) == expected_counts(PAPER)
+
+
+@pytest.mark.parametrize("profile", [[], ["--profile", "slurm"]], ids=["local", "slurm-profile"])
+def test_demo_dry_run(profile):
+    out = snakemake([*profile, "--configfile", "demo/config.yaml", "-n", "-q", "rules"], cwd=REPO).stdout
+    assert job_counts(out) == expected_counts(hc.load(REPO / "demo" / "config.yaml"))
 
 
 def test_dry_run_of_another_grid(tmp_path):

@@ -40,7 +40,9 @@ def slurm(tmp_path_factory):
     for i in range(4):
         (scratch / f"gpu{i}").touch()
     conf = Path("/etc/slurm/slurm.conf")
+    gres_conf = conf.parent / "gres.conf"
     backup = conf.read_text() if conf.exists() else None
+    gres_backup = gres_conf.read_text() if gres_conf.exists() else None
     conf.parent.mkdir(parents=True, exist_ok=True)
     conf.write_text(f"""# written by tests/engines/test_slurm.py
 ClusterName=horizon
@@ -67,7 +69,7 @@ SlurmdLogFile={scratch}/slurmd.log
 NodeName={host} NodeAddr=127.0.0.1 CPUs={cpus} RealMemory={mem} Gres=gpu:4 State=UNKNOWN
 PartitionName=main Nodes={host} Default=YES MaxTime=INFINITE State=UP
 """)
-    (conf.parent / "gres.conf").write_text(f"Name=gpu File={scratch}/gpu[0-3]\n")
+    gres_conf.write_text(f"Name=gpu File={scratch}/gpu[0-3]\n")
     key = Path("/etc/munge/munge.key")
     if not key.exists():
         key.parent.mkdir(parents=True, exist_ok=True)
@@ -103,8 +105,13 @@ PartitionName=main Nodes={host} Default=YES MaxTime=INFINITE State=UP
             except ProcessLookupError:
                 pass
     time.sleep(1)
-    if backup is not None:
-        conf.write_text(backup)
+    # put the machine's Slurm configuration back: with a config naming a stopped controller, every
+    # later snakemake call would wait ~10 s (the slurm plugin runs `scontrol show config` at start-up)
+    for path, old in ((conf, backup), (gres_conf, gres_backup)):
+        if old is None:
+            path.unlink(missing_ok=True)
+        else:
+            path.write_text(old)
 
 
 def test_data_and_training_rules_through_the_slurm_executor(slurm, tmp_path, tools):
