@@ -57,21 +57,40 @@ def main() -> None:
             t = time.monotonic()
             ensure_image(c, spec, "horizon-base:bookworm")
             cached = time.monotonic() - t
-            print(f"docker base image (debootstrap + import): {base_s:.1f} s; task image build: {cold:.1f} s cold, "
-                  f"{cached:.3f} s cached")
+            print(
+                f"docker base image (debootstrap + import): {base_s:.1f} s; task image build: {cold:.1f} s cold, "
+                f"{cached:.3f} s cached"
+            )
             task = load_harbor(REPO / "demo/tasks/word-count")
-            ans = [render_response("a", "p", [Command("wc -w < poem.txt > words.txt\n", 0.1)], False, reasoning="r"),
-                   render_response("a", "p", [], True, reasoning="r"), render_response("a", "p", [], True, reasoning="r")]
+            ans = [
+                render_response(
+                    "a", "p", [Command("wc -w < poem.txt > words.txt\n", 0.1)], False, reasoning="r"
+                ),
+                render_response("a", "p", [], True, reasoning="r"),
+                render_response("a", "p", [], True, reasoning="r"),
+            ]
             with toolchain.temporary() as tools:
-                ctx = RunContext("docker", ScriptedBackend(ans), Template.load(REPO / "demo/prompt.yaml"), AgentConfig(),
-                                 [], {"toolchain": tools}, "bench")
+                ctx = RunContext(
+                    "docker",
+                    ScriptedBackend(ans),
+                    Template.load(REPO / "demo/prompt.yaml"),
+                    AgentConfig(),
+                    [],
+                    {"toolchain": tools},
+                    "bench",
+                )
                 recs = [run_attempt(task, i, 0, ctx, 0, LiveSandboxes(), None) for i in range(a.attempts)]
             assert all(r["success"] for r in recs), [r["failure_mode"] for r in recs]
             over = statistics.median(r["seconds"] - 0.1 for r in recs)
-            parts = {k: statistics.median(r["timing"][k] for r in recs) for k in ("start", "agent", "grade", "teardown")}
-            print(f"docker per-attempt overhead (cached image, scripted model, 3 episodes): median {over:.2f} s "
-                  f"(goal <= 3 s); start {parts['start']:.2f} s, episodes {parts['agent'] - 0.1:.2f} s (+0.1 s waits), "
-                  f"grade {parts['grade']:.2f} s, teardown {parts['teardown']:.2f} s")
+            parts = {
+                k: statistics.median(r["timing"][k] for r in recs)
+                for k in ("start", "agent", "grade", "teardown")
+            }
+            print(
+                f"docker per-attempt overhead (cached image, scripted model, 3 episodes): median {over:.2f} s "
+                f"(goal <= 3 s); start {parts['start']:.2f} s, episodes {parts['agent'] - 0.1:.2f} s (+0.1 s waits), "
+                f"grade {parts['grade']:.2f} s, teardown {parts['teardown']:.2f} s"
+            )
         finally:
             stop_dockerd(proc)
 

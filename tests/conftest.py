@@ -6,7 +6,9 @@ import pytest
 
 from tests.helpers import fixture_texts
 
-pytest_plugins = ["tests.engine_fixtures"]  # real engines (bubblewrap, tmux, docker) for any test that needs them
+pytest_plugins = [
+    "tests.engine_fixtures"
+]  # real engines (bubblewrap, tmux, docker) for any test that needs them
 
 # Offline: nothing in the tests may reach a hub.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")

@@ -30,12 +30,12 @@ def local_engine():
 
 
 @pytest.fixture(scope="session")
-def tools(tmp_path_factory, local_engine):
-    from horizon.sandbox.toolchain import build
+def tools(local_engine):
+    """The graders' toolchain, where sandbox users can read it (pytest's tmp dirs are private)."""
+    from horizon.sandbox import toolchain
 
-    d = tmp_path_factory.mktemp("tools")
-    d.chmod(0o755)
-    return build(d / "toolchain")
+    with toolchain.temporary() as path:
+        yield path
 
 
 def sandbox_processes() -> list[str]:
@@ -59,9 +59,23 @@ def start_dockerd(root):
 
     sock = root / "docker.sock"
     log = open(root / "dockerd.log", "w")
-    proc = subprocess.Popen(["dockerd", "--data-root", str(root / "data"), "--exec-root", str(root / "exec"),
-                             "--pidfile", str(root / "docker.pid"), "-H", f"unix://{sock}", "--iptables=false",
-                             "--bridge=none"], stdout=log, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        [
+            "dockerd",
+            "--data-root",
+            str(root / "data"),
+            "--exec-root",
+            str(root / "exec"),
+            "--pidfile",
+            str(root / "docker.pid"),
+            "-H",
+            f"unix://{sock}",
+            "--iptables=false",
+            "--bridge=none",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     host = f"unix://{sock}"
     deadline = time.time() + 60
     while time.time() < deadline:

@@ -135,7 +135,9 @@ def check_grid(cfg: Mapping) -> None:
         )
     for i, k in enumerate(cfg["report"]["rel_k"]):
         if k > cfg["eval"]["attempts"]:
-            raise ConfigError(f"config key report.rel_k[{i}]: {k} is more than eval.attempts = {cfg['eval']['attempts']}")
+            raise ConfigError(
+                f"config key report.rel_k[{i}]: {k} is more than eval.attempts = {cfg['eval']['attempts']}"
+            )
     if collect and not cfg["eval"]["prompt_template"]:
         raise ConfigError(
             "config key eval.prompt_template: required with corpus.collect (the corpus does not exist yet)"

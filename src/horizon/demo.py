@@ -16,12 +16,28 @@ from datetime import datetime
 from pathlib import Path
 
 STAGES = {
-    "corpus": ("benchmark", "collect_corpus", "download", "normalize", "build_student", "student", "prompt_template"),
+    "corpus": (
+        "benchmark",
+        "collect_corpus",
+        "download",
+        "normalize",
+        "build_student",
+        "student",
+        "prompt_template",
+    ),
     "tokens": ("tokenize", "horizons", "heldout", "pool"),
     "train": ("train_single", "refine"),
     "score": ("score", "merge_scores", "select", "subset_summary", "diagnostics"),
     "rollout": ("rollout",),
-    "report": ("table_reliability", "table_behaviour", "table_tasks", "table_budget", "table_cost", "figures", "paired"),
+    "report": (
+        "table_reliability",
+        "table_behaviour",
+        "table_tasks",
+        "table_budget",
+        "table_cost",
+        "figures",
+        "paired",
+    ),
 }
 _STAMP = re.compile(r"^\[(\w{3} \w{3} +\d+ \d\d:\d\d:\d\d \d{4})\]$")
 
@@ -39,7 +55,10 @@ def stage_times(log_text: str) -> dict[str, dict]:
             continue
         r = re.match(r"^(?:local)?rule (\w+):$", line.strip())
         if r and when is not None:
-            jid = next((x.split(":")[1].strip() for x in lines[i + 1 : i + 12] if x.strip().startswith("jobid:")), None)
+            jid = next(
+                (x.split(":")[1].strip() for x in lines[i + 1 : i + 12] if x.strip().startswith("jobid:")),
+                None,
+            )
             if jid:
                 starts[jid] = (r.group(1), when)
         f = re.match(r"^Finished jobid: (\d+) \(Rule: (\w+)\)", line.strip())
@@ -60,8 +79,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--directory", default=".")
     a, extra = ap.parse_known_args(argv)
     snakemake = Path(sys.executable).with_name("snakemake")
-    cmd = [str(snakemake), "--configfile", a.configfile, "--cores", str(a.cores), "--directory", a.directory,
-           "--rerun-incomplete", "--printshellcmds", *extra]
+    cmd = [
+        str(snakemake),
+        "--configfile",
+        a.configfile,
+        "--cores",
+        str(a.cores),
+        "--directory",
+        a.directory,
+        "--rerun-incomplete",
+        "--printshellcmds",
+        *extra,
+    ]
     print("$ " + " ".join(cmd), flush=True)
     t0 = time.monotonic()
     rc = subprocess.run(cmd).returncode
@@ -76,7 +105,9 @@ def main(argv: list[str] | None = None) -> int:
     logs = sorted((root / ".snakemake" / "log").glob("*.snakemake.log"))
     if logs:
         spans = stage_times(logs[-1].read_text())
-        print(f"Wall time {wall / 60:.1f} min on {a.cores} cores; by stage (wall span, jobs, summed job time):")
+        print(
+            f"Wall time {wall / 60:.1f} min on {a.cores} cores; by stage (wall span, jobs, summed job time):"
+        )
         for stage in [*STAGES, "other"]:
             if stage in spans:
                 d = spans[stage]

@@ -45,8 +45,14 @@ def is_reactive(rec: dict, patterns: set[str] | None) -> bool:
     return False
 
 
-def repeat_stats(records: Sequence[dict], tasks: Sequence[str], attempts: int, rel_k: Sequence[int],
-                 fragile_max: int = 2, patterns: set[str] | None = None) -> dict:
+def repeat_stats(
+    records: Sequence[dict],
+    tasks: Sequence[str],
+    attempts: int,
+    rel_k: Sequence[int],
+    fragile_max: int = 2,
+    patterns: set[str] | None = None,
+) -> dict:
     """Statistics of one repeat. `tasks` fixes the task set (tasks with no record count as 0 of 0)."""
     by_task: dict[str, list[dict]] = defaultdict(list)
     for r in records:
@@ -57,7 +63,12 @@ def repeat_stats(records: Sequence[dict], tasks: Sequence[str], attempts: int, r
         infra += len(by_task.get(t, [])) - len(valid)
         s[t] = sum(1 for r in valid if r["success"])
         n[t] = len(valid)
-    succ = [r for t in tasks for r in by_task.get(t, []) if r["success"] and r.get("failure_mode") != "infra_error"]
+    succ = [
+        r
+        for t in tasks
+        for r in by_task.get(t, [])
+        if r["success"] and r.get("failure_mode") != "infra_error"
+    ]
     reactive = [r for r in succ if is_reactive(r, patterns)]
     solved = [v for v in s.values() if v >= 1]
     out = {
@@ -68,7 +79,9 @@ def repeat_stats(records: Sequence[dict], tasks: Sequence[str], attempts: int, r
         "reactive_successes": float(len(reactive)),
         "proactive_successes": float(len(succ) - len(reactive)),
         "episodes_per_success": float(np.mean([r["episodes"] for r in succ])) if succ else float("nan"),
-        "episodes_per_reactive_success": float(np.mean([r["episodes"] for r in reactive])) if reactive else float("nan"),
+        "episodes_per_reactive_success": float(np.mean([r["episodes"] for r in reactive]))
+        if reactive
+        else float("nan"),
         "infra_errors": float(infra),
     }
     for k in range(1, attempts + 1):
@@ -112,9 +125,18 @@ def read_attempts(path: str | Path) -> list[dict]:
     return [json.loads(x) for x in Path(path).read_text().splitlines() if x.strip()]
 
 
-def build_cell(model: str, bench: str, files: dict[int, str | Path], tasks: Sequence[str], attempts: int,
-               repeats: int, rel_k: Sequence[int], fragile_max: int = 2, patterns: set[str] | None = None,
-               allow_partial: bool = False) -> Cell:
+def build_cell(
+    model: str,
+    bench: str,
+    files: dict[int, str | Path],
+    tasks: Sequence[str],
+    attempts: int,
+    repeats: int,
+    rel_k: Sequence[int],
+    fragile_max: int = 2,
+    patterns: set[str] | None = None,
+    allow_partial: bool = False,
+) -> Cell:
     """Check completeness (error names model, benchmark, repeat and task), then compute per repeat."""
     problems = []
     per_repeat = []
@@ -128,11 +150,15 @@ def build_cell(model: str, bench: str, files: dict[int, str | Path], tasks: Sequ
             counts[rec["task"]] += 1
         for t in tasks:
             if counts[t] < attempts:
-                problems.append(f"{model} on {bench}: repeat r{r}, task {t} has {counts[t]} of {attempts} attempts")
+                problems.append(
+                    f"{model} on {bench}: repeat r{r}, task {t} has {counts[t]} of {attempts} attempts"
+                )
         per_repeat.append(repeat_stats(recs, tasks, attempts, rel_k, fragile_max, patterns))
     if problems and not allow_partial:
-        raise IncompleteResults("incomplete results (set report.allow_partial: true for a marked partial row):\n  "
-                                + "\n  ".join(problems[:20]))
+        raise IncompleteResults(
+            "incomplete results (set report.allow_partial: true for a marked partial row):\n  "
+            + "\n  ".join(problems[:20])
+        )
     if not per_repeat:
         raise IncompleteResults(f"{model} on {bench}: no repeat at all")
     return Cell(model, bench, per_repeat, list(tasks), attempts, partial=bool(problems))

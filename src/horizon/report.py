@@ -22,7 +22,9 @@ from horizon.metrics import Cell, bootstrap_ci, build_cell, paired
 log = logging.getLogger("horizon.report")
 
 ROLLOUT_PATH = re.compile(r"rollouts/(?P<model>[^/]+)/(?P<bench>[^/]+)/r(?P<repeat>\d+)/attempts\.jsonl$")
-MODEL_NAME = re.compile(r"^(base|single-K(?P<k>\d+)|refine-H(?P<h2>\d+)-(?P<sel>top|bottom|random|all)-(?P<pct>\d+))$")
+MODEL_NAME = re.compile(
+    r"^(base|single-K(?P<k>\d+)|refine-H(?P<h2>\d+)-(?P<sel>top|bottom|random|all)-(?P<pct>\d+))$"
+)
 SEL_ORDER = {"top": 0, "random": 1, "bottom": 2, "all": 3}
 DASH = "–"
 
@@ -53,6 +55,7 @@ def group_of(model: str) -> str:
 
 def order_models(models: Sequence[str]) -> list[str]:
     """Single-stage rows by K, then refinement rows grouped by H2, then rho, then selection."""
+
     def key(m):
         g = MODEL_NAME.match(m)
         if m == "base" or not g:
@@ -64,8 +67,13 @@ def order_models(models: Sequence[str]) -> list[str]:
     return sorted(models, key=key)
 
 
-def load_cells(rollouts: Sequence[str], manifests: dict[str, str], eval_cfg: dict, report_cfg: dict,
-               models: Sequence[str] | None = None) -> dict[tuple[str, str], Cell]:
+def load_cells(
+    rollouts: Sequence[str],
+    manifests: dict[str, str],
+    eval_cfg: dict,
+    report_cfg: dict,
+    models: Sequence[str] | None = None,
+) -> dict[tuple[str, str], Cell]:
     files: dict[tuple[str, str], dict[int, str]] = {}
     for p in rollouts:
         m = ROLLOUT_PATH.search(str(p))
@@ -81,8 +89,17 @@ def load_cells(rollouts: Sequence[str], manifests: dict[str, str], eval_cfg: dic
             if (model, bench) not in files and report_cfg["allow_partial"]:
                 continue
             cells[(model, bench)] = build_cell(
-                model, bench, files.get((model, bench), {}), tasks[bench], eval_cfg["attempts"], eval_cfg["repeats"],
-                report_cfg["rel_k"], report_cfg["fragile_max"], patterns, report_cfg["allow_partial"])
+                model,
+                bench,
+                files.get((model, bench), {}),
+                tasks[bench],
+                eval_cfg["attempts"],
+                eval_cfg["repeats"],
+                report_cfg["rel_k"],
+                report_cfg["fragile_max"],
+                patterns,
+                report_cfg["allow_partial"],
+            )
     return cells
 
 
@@ -100,9 +117,17 @@ def fmt(mean: float, sd: float, digits: int = 1) -> str:
 
 
 def tex_escape(s: str) -> str:
-    return (s.replace("\\", r"\textbackslash{}").replace("&", r"\&").replace("%", r"\%").replace("_", r"\_")
-            .replace("#", r"\#").replace("±", r"$\pm$").replace("≥", r"$\geq$").replace("–", "--")
-            .replace("s̄+", r"$\bar{s}^{+}$"))
+    return (
+        s.replace("\\", r"\textbackslash{}")
+        .replace("&", r"\&")
+        .replace("%", r"\%")
+        .replace("_", r"\_")
+        .replace("#", r"\#")
+        .replace("±", r"$\pm$")
+        .replace("≥", r"$\geq$")
+        .replace("–", "--")
+        .replace("s̄+", r"$\bar{s}^{+}$")
+    )
 
 
 class Table:
@@ -119,8 +144,12 @@ class Table:
     def markdown(self) -> str:
         out = [f"# {self.title}", "", self.caption, ""]
         for heading, rows in self.blocks:
-            out += [f"## {heading}", "", "| " + " | ".join(self.columns) + " |",
-                    "|" + "|".join(["---"] + ["---:"] * (len(self.columns) - 1)) + "|"]
+            out += [
+                f"## {heading}",
+                "",
+                "| " + " | ".join(self.columns) + " |",
+                "|" + "|".join(["---"] + ["---:"] * (len(self.columns) - 1)) + "|",
+            ]
             last = None
             for group, cells in rows:
                 if group and group != last and len({g for g, _ in rows}) > 1:
@@ -132,11 +161,21 @@ class Table:
 
     def latex(self) -> str:
         spec = "l" + "r" * (len(self.columns) - 1)
-        out = [r"\begin{table}[t]", r"\centering", r"\small", r"\caption{" + tex_escape(self.caption) + "}",
-               r"\begin{tabular}{" + spec + "}", r"\toprule", " & ".join(tex_escape(c) for c in self.columns) + r" \\"]
+        out = [
+            r"\begin{table}[t]",
+            r"\centering",
+            r"\small",
+            r"\caption{" + tex_escape(self.caption) + "}",
+            r"\begin{tabular}{" + spec + "}",
+            r"\toprule",
+            " & ".join(tex_escape(c) for c in self.columns) + r" \\",
+        ]
         for heading, rows in self.blocks:
-            out += [r"\midrule", r"\multicolumn{" + str(len(self.columns)) + r"}{l}{\textit{" + tex_escape(heading) + r"}} \\",
-                    r"\midrule"]
+            out += [
+                r"\midrule",
+                r"\multicolumn{" + str(len(self.columns)) + r"}{l}{\textit{" + tex_escape(heading) + r"}} \\",
+                r"\midrule",
+            ]
             for _, cells in rows:
                 out.append(" & ".join(tex_escape(c) for c in cells) + r" \\")
         out += [r"\bottomrule", r"\end{tabular}", r"\end{table}", ""]
@@ -149,8 +188,16 @@ class Table:
             w = csv.DictWriter(buf, fieldnames=keys, lineterminator="\n")
             w.writeheader()
             for row in self.tidy:
-                w.writerow({k: (f"{v:.6g}" if isinstance(v, float) and not math.isnan(v) else
-                                ("" if isinstance(v, float) else v)) for k, v in row.items()})
+                w.writerow(
+                    {
+                        k: (
+                            f"{v:.6g}"
+                            if isinstance(v, float) and not math.isnan(v)
+                            else ("" if isinstance(v, float) else v)
+                        )
+                        for k, v in row.items()
+                    }
+                )
         return buf.getvalue()
 
     def write(self, md: str | Path, csv_path: str | Path, tex: str | Path) -> None:
@@ -162,8 +209,10 @@ class Table:
 def _rests_on(cells: dict, bench: str, eval_cfg: dict) -> str:
     any_cell = next(c for (m, b), c in cells.items() if b == bench)
     infra = sum(c.infra_errors for (m, b), c in cells.items() if b == bench)
-    return (f"{bench}: {len(any_cell.tasks)} tasks × {eval_cfg['attempts']} attempts × {eval_cfg['repeats']} repeats"
-            + (f"; {infra} infrastructure-error attempts excluded" if infra else ""))
+    return (
+        f"{bench}: {len(any_cell.tasks)} tasks × {eval_cfg['attempts']} attempts × {eval_cfg['repeats']} repeats"
+        + (f"; {infra} infrastructure-error attempts excluded" if infra else "")
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -173,56 +222,108 @@ def _rests_on(cells: dict, bench: str, eval_cfg: dict) -> str:
 def reliability(cells, models, benches, eval_cfg, report_cfg, seed: int = 0) -> Table:
     ks = report_cfg["rel_k"]
     n = eval_cfg["attempts"]
-    cols = ["model", "success attempts", "95% CI (tasks)", *[f"Rel≥{k}" for k in ks], "s̄+",
-            f"fragile (1–{report_cfg['fragile_max']})"]
-    t = Table("Reliability", f"Mean ± sample standard deviation over {eval_cfg['repeats']} evaluation repeats of "
-              f"{n} attempts per task. Rel≥k: tasks solved in at least k of {n} attempts; s̄+: mean successes over "
-              f"the solved tasks ({DASH} when none); fragile: tasks solved in 1 to {report_cfg['fragile_max']} attempts; "
-              f"95% CI: bootstrap over tasks ({report_cfg['bootstrap']} resamples) of the success attempts. "
-              "Rows marked * are partial.", cols)
+    cols = [
+        "model",
+        "success attempts",
+        "95% CI (tasks)",
+        *[f"Rel≥{k}" for k in ks],
+        "s̄+",
+        f"fragile (1–{report_cfg['fragile_max']})",
+    ]
+    t = Table(
+        "Reliability",
+        f"Mean ± sample standard deviation over {eval_cfg['repeats']} evaluation repeats of "
+        f"{n} attempts per task. Rel≥k: tasks solved in at least k of {n} attempts; s̄+: mean successes over "
+        f"the solved tasks ({DASH} when none); fragile: tasks solved in 1 to {report_cfg['fragile_max']} attempts; "
+        f"95% CI: bootstrap over tasks ({report_cfg['bootstrap']} resamples) of the success attempts. "
+        "Rows marked * are partial.",
+        cols,
+    )
     for b in benches:
         rows = []
         for m in order_models([m for m in models if (m, b) in cells]):
             c = cells[(m, b)]
             lo, hi = bootstrap_ci(c, "success_attempts", report_cfg["bootstrap"], seed)
             r1lo, r1hi = bootstrap_ci(c, "rel_ge_1", report_cfg["bootstrap"], seed)
-            cells_txt = [label(m) + (" *" if c.partial else ""), fmt(*c.stat("success_attempts")),
-                         DASH if math.isnan(lo) else f"[{lo:.1f}, {hi:.1f}]",
-                         *[fmt(*c.stat(f"rel_ge_{k}")) for k in ks], fmt(*c.stat("s_plus"), digits=2),
-                         fmt(*c.stat("fragile"))]
+            cells_txt = [
+                label(m) + (" *" if c.partial else ""),
+                fmt(*c.stat("success_attempts")),
+                DASH if math.isnan(lo) else f"[{lo:.1f}, {hi:.1f}]",
+                *[fmt(*c.stat(f"rel_ge_{k}")) for k in ks],
+                fmt(*c.stat("s_plus"), digits=2),
+                fmt(*c.stat("fragile")),
+            ]
             rows.append((group_of(m), cells_txt))
             row = {"model": m, "benchmark": b}
             for key in ["success_attempts", *[f"rel_ge_{k}" for k in ks], "s_plus", "fragile"]:
                 row[f"{key}_mean"], row[f"{key}_sd"] = c.stat(key)
-            row.update({"success_attempts_ci_lo": lo, "success_attempts_ci_hi": hi, "rel_ge_1_ci_lo": r1lo,
-                        "rel_ge_1_ci_hi": r1hi, "n_tasks": len(c.tasks), "n_attempts": n,
-                        "n_repeats": len(c.repeats), "infra_errors": c.infra_errors, "partial": c.partial})
+            row.update(
+                {
+                    "success_attempts_ci_lo": lo,
+                    "success_attempts_ci_hi": hi,
+                    "rel_ge_1_ci_lo": r1lo,
+                    "rel_ge_1_ci_hi": r1hi,
+                    "n_tasks": len(c.tasks),
+                    "n_attempts": n,
+                    "n_repeats": len(c.repeats),
+                    "infra_errors": c.infra_errors,
+                    "partial": c.partial,
+                }
+            )
             t.tidy.append(row)
         t.block(_rests_on(cells, b, eval_cfg), rows)
     return t
 
 
 def behaviour(cells, models, benches, eval_cfg, report_cfg) -> Table:
-    cols = ["model", "successes", "proactive", "reactive", "reactive share", "episodes / success",
-            "episodes / reactive success"]
-    t = Table("Behaviour", f"Mean ± sample sd over {eval_cfg['repeats']} repeats. A success is reactive when an error "
-              "signature (report.error_signatures, matched on the terminal output) appeared in an observation before "
-              "the agent's first task_complete, proactive otherwise.", cols)
+    cols = [
+        "model",
+        "successes",
+        "proactive",
+        "reactive",
+        "reactive share",
+        "episodes / success",
+        "episodes / reactive success",
+    ]
+    t = Table(
+        "Behaviour",
+        f"Mean ± sample sd over {eval_cfg['repeats']} repeats. A success is reactive when an error "
+        "signature (report.error_signatures, matched on the terminal output) appeared in an observation before "
+        "the agent's first task_complete, proactive otherwise.",
+        cols,
+    )
     for b in benches:
         rows = []
         for m in order_models([m for m in models if (m, b) in cells]):
             c = cells[(m, b)]
-            share = [r["reactive_successes"] / r["success_attempts"] if r["success_attempts"] else float("nan")
-                     for r in c.repeats]
+            share = [
+                r["reactive_successes"] / r["success_attempts"] if r["success_attempts"] else float("nan")
+                for r in c.repeats
+            ]
             from horizon.metrics import mean_sd
 
-            rows.append((group_of(m), [label(m), fmt(*c.stat("success_attempts")), fmt(*c.stat("proactive_successes")),
-                                       fmt(*c.stat("reactive_successes")), fmt(*mean_sd(share), digits=2),
-                                       fmt(*c.stat("episodes_per_success")),
-                                       fmt(*c.stat("episodes_per_reactive_success"))]))
+            rows.append(
+                (
+                    group_of(m),
+                    [
+                        label(m),
+                        fmt(*c.stat("success_attempts")),
+                        fmt(*c.stat("proactive_successes")),
+                        fmt(*c.stat("reactive_successes")),
+                        fmt(*mean_sd(share), digits=2),
+                        fmt(*c.stat("episodes_per_success")),
+                        fmt(*c.stat("episodes_per_reactive_success")),
+                    ],
+                )
+            )
             row = {"model": m, "benchmark": b}
-            for key in ("success_attempts", "proactive_successes", "reactive_successes", "episodes_per_success",
-                        "episodes_per_reactive_success"):
+            for key in (
+                "success_attempts",
+                "proactive_successes",
+                "reactive_successes",
+                "episodes_per_success",
+                "episodes_per_reactive_success",
+            ):
                 row[f"{key}_mean"], row[f"{key}_sd"] = c.stat(key)
             row["reactive_share_mean"], row["reactive_share_sd"] = mean_sd(share)
             t.tidy.append(row)
@@ -233,8 +334,12 @@ def behaviour(cells, models, benches, eval_cfg, report_cfg) -> Table:
 def tasks_table(cells, models, benches, eval_cfg) -> Table:
     models = order_models(models)
     cols = ["task", *models]
-    t = Table("Per-task successes", f"Successes of each model on each task, summed over {eval_cfg['repeats']} repeats "
-              f"of {eval_cfg['attempts']} attempts (out of {eval_cfg['repeats'] * eval_cfg['attempts']}).", cols)
+    t = Table(
+        "Per-task successes",
+        f"Successes of each model on each task, summed over {eval_cfg['repeats']} repeats "
+        f"of {eval_cfg['attempts']} attempts (out of {eval_cfg['repeats'] * eval_cfg['attempts']}).",
+        cols,
+    )
     for b in benches:
         present = [m for m in models if (m, b) in cells]
         if not present:
@@ -249,8 +354,15 @@ def tasks_table(cells, models, benches, eval_cfg) -> Table:
                     continue
                 tot = sum(r["_per_task"][task] for r in c.repeats)
                 vals.append(str(tot))
-                t.tidy.append({"task": task, "model": m, "benchmark": b, "successes": tot,
-                               "attempts": sum(r["_n"][task] for r in c.repeats)})
+                t.tidy.append(
+                    {
+                        "task": task,
+                        "model": m,
+                        "benchmark": b,
+                        "successes": tot,
+                        "attempts": sum(r["_n"][task] for r in c.repeats),
+                    }
+                )
             rows.append(("", [task, *vals]))
         t.block(_rests_on(cells, b, eval_cfg), rows)
     return t
@@ -259,9 +371,13 @@ def tasks_table(cells, models, benches, eval_cfg) -> Table:
 def budget(cells, subsets_summary: str, benches, eval_cfg) -> Table:
     summary = list(csv.DictReader(open(subsets_summary)))
     cols = ["H2", "kept", "n", "top", "random", "bottom"]
-    t = Table("Selection at equal budgets", "Success attempts (mean ± sd over repeats) of the refinement models trained "
-              "on Top, Random and Bottom subsets of the same size (n trajectories) of the (H1, H2] scoring pool; "
-              "'all' refines on the whole pool.", cols)
+    t = Table(
+        "Selection at equal budgets",
+        "Success attempts (mean ± sd over repeats) of the refinement models trained "
+        "on Top, Random and Bottom subsets of the same size (n trajectories) of the (H1, H2] scoring pool; "
+        "'all' refines on the whole pool.",
+        cols,
+    )
     for b in benches:
         rows = []
         keyed = {(int(r["H2"]), r["selection"], int(r["pct"])): r for r in summary}
@@ -272,15 +388,30 @@ def budget(cells, subsets_summary: str, benches, eval_cfg) -> Table:
                 vals.append(fmt(*c.stat("success_attempts")) if c else DASH)
                 if c:
                     mean, sd = c.stat("success_attempts")
-                    t.tidy.append({"benchmark": b, "H2": h2, "pct": pct, "selection": sel,
-                                   "n": int(keyed[(h2, sel, pct)]["n"]) if (h2, sel, pct) in keyed else None,
-                                   "success_attempts_mean": mean, "success_attempts_sd": sd})
-            n = next((keyed[(h2, s, pct)]["n"] for s in ("top", "random", "bottom") if (h2, s, pct) in keyed), DASH)
+                    t.tidy.append(
+                        {
+                            "benchmark": b,
+                            "H2": h2,
+                            "pct": pct,
+                            "selection": sel,
+                            "n": int(keyed[(h2, sel, pct)]["n"]) if (h2, sel, pct) in keyed else None,
+                            "success_attempts_mean": mean,
+                            "success_attempts_sd": sd,
+                        }
+                    )
+            n = next(
+                (keyed[(h2, s, pct)]["n"] for s in ("top", "random", "bottom") if (h2, s, pct) in keyed), DASH
+            )
             rows.append((f"H2={h2}", [str(h2), f"{pct}%", str(n), *vals]))
-        for (h2, sel, pct), r in sorted(keyed.items()):
+        for (h2, sel, _pct), r in sorted(keyed.items()):
             if sel == "all":
                 c = cells.get((f"refine-H{h2}-all-100", b))
-                rows.append((f"H2={h2}", [str(h2), "all", r["n"], fmt(*c.stat("success_attempts")) if c else DASH, "", ""]))
+                rows.append(
+                    (
+                        f"H2={h2}",
+                        [str(h2), "all", r["n"], fmt(*c.stat("success_attempts")) if c else DASH, "", ""],
+                    )
+                )
         t.block(_rests_on(cells, b, eval_cfg), rows)
     return t
 
@@ -288,11 +419,23 @@ def budget(cells, subsets_summary: str, benches, eval_cfg) -> Table:
 def cost(model_dirs: Sequence[str], h1: int) -> Table:
     timings = {Path(d).name: json.loads((Path(d) / "timing.json").read_text()) for d in model_dirs}
     theta1 = f"single-K{h1}"
-    cols = ["model", "stage hours", "total hours", "tokens seen", "supervised tokens", "tokens/s", "GPUs/processes",
-            "saving vs single-stage"]
-    t = Table("Training cost", f"Wall-clock hours. Two-stage total = warm start ({theta1}) + refinement. Saving = "
-              "1 - two-stage total / hours of the single-stage model trained at the same horizon (K = H2), "
-              "as in the paper's Table 4.", cols)
+    cols = [
+        "model",
+        "stage hours",
+        "total hours",
+        "tokens seen",
+        "supervised tokens",
+        "tokens/s",
+        "GPUs/processes",
+        "saving vs single-stage",
+    ]
+    t = Table(
+        "Training cost",
+        f"Wall-clock hours. Two-stage total = warm start ({theta1}) + refinement. Saving = "
+        "1 - two-stage total / hours of the single-stage model trained at the same horizon (K = H2), "
+        "as in the paper's Table 4.",
+        cols,
+    )
     rows = []
     for m in order_models(list(timings)):
         tm = timings[m]
@@ -304,26 +447,54 @@ def cost(model_dirs: Sequence[str], h1: int) -> Table:
             single = timings.get(f"single-K{g.group('h2')}")
             if single:
                 saving = 1 - total / single["wall_hours"]
-        rows.append((group_of(m), [label(m), f"{tm['wall_hours']:.3f}", f"{total:.3f}", f"{tm['tokens_seen']:,}",
-                                   f"{tm['supervised_tokens']:,}", f"{tm['tokens_per_s']:,.0f}", str(tm["world_size"]),
-                                   DASH if math.isnan(saving) else f"{100 * saving:.0f}%"]))
-        t.tidy.append({"model": m, "stage_hours": tm["wall_hours"], "total_hours": total,
-                       "tokens_seen": tm["tokens_seen"], "supervised_tokens": tm["supervised_tokens"],
-                       "tokens_per_s": tm["tokens_per_s"], "world_size": tm["world_size"], "device": tm["device"],
-                       "saving_vs_single": saving})
+        rows.append(
+            (
+                group_of(m),
+                [
+                    label(m),
+                    f"{tm['wall_hours']:.3f}",
+                    f"{total:.3f}",
+                    f"{tm['tokens_seen']:,}",
+                    f"{tm['supervised_tokens']:,}",
+                    f"{tm['tokens_per_s']:,.0f}",
+                    str(tm["world_size"]),
+                    DASH if math.isnan(saving) else f"{100 * saving:.0f}%",
+                ],
+            )
+        )
+        t.tidy.append(
+            {
+                "model": m,
+                "stage_hours": tm["wall_hours"],
+                "total_hours": total,
+                "tokens_seen": tm["tokens_seen"],
+                "supervised_tokens": tm["supervised_tokens"],
+                "tokens_per_s": tm["tokens_per_s"],
+                "world_size": tm["world_size"],
+                "device": tm["device"],
+                "saving_vs_single": saving,
+            }
+        )
     t.block("training", rows)
     return t
 
 
 def paired_markdown(a: Cell, b: Cell) -> str:
     p = paired(a, b)
-    lines = [f"# Paired per-task comparison: {label(b.model)} vs {label(a.model)} on {a.benchmark}", "",
-             f"Change in mean successes per task (over {len(a.repeats)} / {len(b.repeats)} repeats of {a.attempts} "
-             f"attempts). The per-task changes sum to the change in success attempts: {p['total']:+.2f} "
-             f"(aggregate {p['aggregate']:+.2f}).", "",
-             f"- better on {len(p['better'])} tasks: {sum(d for _, d in p['better']):+.2f}",
-             f"- worse on {len(p['worse'])} tasks: {sum(d for _, d in p['worse']):+.2f}",
-             f"- unchanged on {len(p['unchanged'])} tasks", "", "| task | change |", "|---|---:|"]
+    lines = [
+        f"# Paired per-task comparison: {label(b.model)} vs {label(a.model)} on {a.benchmark}",
+        "",
+        f"Change in mean successes per task (over {len(a.repeats)} / {len(b.repeats)} repeats of {a.attempts} "
+        f"attempts). The per-task changes sum to the change in success attempts: {p['total']:+.2f} "
+        f"(aggregate {p['aggregate']:+.2f}).",
+        "",
+        f"- better on {len(p['better'])} tasks: {sum(d for _, d in p['better']):+.2f}",
+        f"- worse on {len(p['worse'])} tasks: {sum(d for _, d in p['worse']):+.2f}",
+        f"- unchanged on {len(p['unchanged'])} tasks",
+        "",
+        "| task | change |",
+        "|---|---:|",
+    ]
     lines += [f"| {t} | {d:+.2f} |" for t, d in p["better"] + p["worse"]]
     return "\n".join(lines) + "\n"
 
@@ -371,7 +542,9 @@ def figure_heatmap(cells, models, bench, eval_cfg, out) -> None:
     ms = order_models([m for m in models if (m, bench) in cells])
     tasks = cells[(ms[0], bench)].tasks
     total = eval_cfg["attempts"] * eval_cfg["repeats"]
-    z = np.array([[sum(r["_per_task"][t] for r in cells[(m, bench)].repeats) / total for t in tasks] for m in ms])
+    z = np.array(
+        [[sum(r["_per_task"][t] for r in cells[(m, bench)].repeats) / total for t in tasks] for m in ms]
+    )
     fig, ax = plt.subplots(figsize=(max(6, 0.35 * len(tasks) + 3), 0.4 * len(ms) + 2), dpi=130)
     im = ax.imshow(z, vmin=0, vmax=1, cmap="viridis", aspect="auto")
     ax.set_xticks(range(len(tasks)), tasks, rotation=90, fontsize=7)
@@ -393,12 +566,14 @@ def figure_episodes(rollouts: Sequence[str], models, out) -> None:
     ms = [m for m in order_models(models) if eps.get(m)]
     cols = 4
     rows = max(1, math.ceil(len(ms) / cols))
-    fig, axes = plt.subplots(rows, cols, figsize=(3.2 * cols, 2.4 * rows), dpi=120, squeeze=False, sharex=True)
+    fig, axes = plt.subplots(
+        rows, cols, figsize=(3.2 * cols, 2.4 * rows), dpi=120, squeeze=False, sharex=True
+    )
     hi = max((max(v) for v in eps.values() if v), default=1)
     for ax, m in zip(axes.flat, ms):
         ax.hist(eps[m], bins=range(1, hi + 2), color="tab:blue", edgecolor="white")
         ax.set_title(f"{label(m)} (n={len(eps[m])})", fontsize=8)
-    for ax in list(axes.flat)[len(ms):]:
+    for ax in list(axes.flat)[len(ms) :]:
         ax.axis("off")
     fig.supxlabel("episodes per successful attempt")
     fig.supylabel("successful attempts")

@@ -169,7 +169,9 @@ def run_attempt(
     return record
 
 
-INFRA = (SandboxError, BackendError, TerminalLost, OSError)
+# infrastructure, not the model: retried, and recorded as infra_error if it persists (a bug in our
+# own code is not in this list: it stops the job loudly)
+INFRA = (SandboxError, BackendError, TerminalLost)
 
 
 def run_repeat(

@@ -56,7 +56,7 @@ def iter_row_range(path: str | Path, start: int, stop: int, columns: list[str], 
             break
 
 
-def _list_array(arrays: list[np.ndarray], dtype) -> pa.Array:
+def list_array(arrays: list[np.ndarray], dtype) -> pa.Array:
     """A list<dtype> column from numpy arrays without a Python loop over elements."""
     offsets = np.zeros(len(arrays) + 1, dtype=np.int32)
     np.cumsum([len(a) for a in arrays], out=offsets[1:])
@@ -68,9 +68,9 @@ def tokens_table(traj_ids: list[str], serialized: list) -> pa.Table:
     return pa.Table.from_arrays(
         [
             pa.array(traj_ids, pa.string()),
-            _list_array([s.input_ids for s in serialized], np.int32),
-            _list_array([s.roles for s in serialized], np.int8),
-            _list_array([s.turns for s in serialized], np.int16),
+            list_array([s.input_ids for s in serialized], np.int32),
+            list_array([s.roles for s in serialized], np.int8),
+            list_array([s.turns for s in serialized], np.int16),
             pa.array([len(s) for s in serialized], pa.int32()),
         ],
         schema=TOKENS_SCHEMA,

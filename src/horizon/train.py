@@ -28,6 +28,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from horizon.io import write_json
+from horizon.tokens import list_array
 
 log = logging.getLogger("horizon.train")
 
@@ -115,11 +116,9 @@ def build_examples(spec: TrainSpec) -> dict:
                     meta["tokens"] += len(ids)
                     meta["supervised_tokens"] += n_sup
                 if tids:
-                    from horizon.tokens import _list_array
-
                     writer.write_batch(
                         pa.record_batch(
-                            [pa.array(tids), _list_array(ids_out, np.int32), _list_array(roles_out, np.int8)],
+                            [pa.array(tids), list_array(ids_out, np.int32), list_array(roles_out, np.int8)],
                             schema=EXAMPLES_SCHEMA,
                         )
                     )
@@ -220,8 +219,11 @@ def _checkpointing_args(enabled: bool) -> dict:
 
     from transformers import TrainingArguments
 
-    name = "activation_checkpointing" if "activation_checkpointing" in inspect.signature(TrainingArguments).parameters \
+    name = (
+        "activation_checkpointing"
+        if "activation_checkpointing" in inspect.signature(TrainingArguments).parameters
         else "gradient_checkpointing"
+    )
     return {name: enabled, f"{name}_kwargs": {"use_reentrant": False} if enabled else None}
 
 

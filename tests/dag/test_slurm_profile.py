@@ -40,8 +40,14 @@ def planned_jobs(target: str, env: dict | None = None) -> dict[str, Job]:
 
 
 def sbatch(job: Job) -> str:
-    params = {"run_uuid": "uuid", "slurm_logfile": "log", "comment_str": "c", "account": "", "partition": "",
-              "workdir": "/w"}
+    params = {
+        "run_uuid": "uuid",
+        "slurm_logfile": "log",
+        "comment_str": "c",
+        "account": "",
+        "partition": "",
+        "workdir": "/w",
+    }
     return get_submit_command(job, params) + set_gres_string(job)
 
 
@@ -53,8 +59,8 @@ def test_single_node_gpu_and_cpu_rules():
     jobs = planned_jobs("results/tables/reliability.md")
     train = flags(sbatch(jobs["train_single"]))
     assert "--gres=gpu:8" in train and "--nodes=1" in train and "--cpus-per-task=64" in train
-    assert ["--mem", "900000"] == train[train.index("--mem"):train.index("--mem") + 2]
-    assert ["-t", "4320"] == train[train.index("-t"):train.index("-t") + 2]
+    assert ["--mem", "900000"] == train[train.index("--mem") : train.index("--mem") + 2]
+    assert ["-t", "4320"] == train[train.index("-t") : train.index("-t") + 2]
     assert not any(f.startswith("--ntasks-per-gpu") for f in train)  # one launcher, torchrun spawns the ranks
     for rule in ("score", "rollout"):
         f = flags(sbatch(jobs[rule]))
@@ -63,22 +69,36 @@ def test_single_node_gpu_and_cpu_rules():
     norm = flags(sbatch(jobs["normalize"]))
     assert not any("gres" in x or "gpu" in x for x in norm) and "--ntasks=1" in norm
     tok = flags(sbatch(jobs["tokenize"]))
-    assert "--cpus-per-task=8" in tok and ["--mem", "32000"] == tok[tok.index("--mem"):tok.index("--mem") + 2]
+    assert (
+        "--cpus-per-task=8" in tok and ["--mem", "32000"] == tok[tok.index("--mem") : tok.index("--mem") + 2]
+    )
 
 
 def test_site_settings_from_the_environment_and_multi_node_training():
-    env = {"HORIZON_TRAIN_NODES": "2", "HORIZON_GPU_MODEL": "h100", "HORIZON_GPUS_PER_NODE": "4",
-           "HORIZON_SLURM_ACCOUNT": "proj42", "HORIZON_SLURM_GPU_PARTITION": "gpu", "HORIZON_SLURM_PARTITION": "cpu"}
+    env = {
+        "HORIZON_TRAIN_NODES": "2",
+        "HORIZON_GPU_MODEL": "h100",
+        "HORIZON_GPUS_PER_NODE": "4",
+        "HORIZON_SLURM_ACCOUNT": "proj42",
+        "HORIZON_SLURM_GPU_PARTITION": "gpu",
+        "HORIZON_SLURM_PARTITION": "cpu",
+    }
     jobs = planned_jobs("results/tables/reliability.md", env)
     t = jobs["train_single"]
     f = flags(sbatch(t))
     assert "--gres=gpu:h100:4" in f and "--nodes=2" in f and "--ntasks=2" in f and "--cpus-per-task=32" in f
     assert not any(x.startswith("--ntasks-per-gpu") for x in f)
     assert t.resources["mpi"] == "srun" and t.resources["slurm_partition"] == "gpu"
-    assert t.resources["slurm_account"] == "proj42" and jobs["normalize"].resources["slurm_partition"] == "cpu"
+    assert (
+        t.resources["slurm_account"] == "proj42" and jobs["normalize"].resources["slurm_partition"] == "cpu"
+    )
     # inside that allocation the rule starts one torchrun per node, rendezvous on the first node
-    cmd = launch_command("spec.json", {"SLURM_JOB_ID": "77", "SLURM_JOB_NUM_NODES": "2",
-                                       "SLURM_JOB_NODELIST": "gpu[003-004]"}, gpus=4, cpu_processes=1)
+    cmd = launch_command(
+        "spec.json",
+        {"SLURM_JOB_ID": "77", "SLURM_JOB_NUM_NODES": "2", "SLURM_JOB_NODELIST": "gpu[003-004]"},
+        gpus=4,
+        cpu_processes=1,
+    )
     assert cmd[:4] == ["srun", "--nodes=2", "--ntasks-per-node=1", "--kill-on-bad-exit=1"]
     assert "--nproc-per-node=4" in cmd and "--rdzv-endpoint=gpu003:29577" in cmd
 
@@ -86,11 +106,19 @@ def test_site_settings_from_the_environment_and_multi_node_training():
 def test_unset_site_settings_leave_the_plugin_defaults():
     jobs = planned_jobs("results/models/single-K4096")
     t = jobs["train_single"]
-    assert "slurm_account" not in t.resources and "slurm_partition" not in t.resources and "mpi" not in t.resources
+    assert (
+        "slurm_account" not in t.resources
+        and "slurm_partition" not in t.resources
+        and "mpi" not in t.resources
+    )
 
 
 @pytest.mark.parametrize("bad", ["0", "x"])
 def test_a_bad_node_count_is_refused(bad):
-    proc = snakemake(["--profile", "slurm", "-n", "results/models/single-K4096"], cwd=REPO, check=False,
-                     env={"HORIZON_TRAIN_NODES": bad})
+    proc = snakemake(
+        ["--profile", "slurm", "-n", "results/models/single-K4096"],
+        cwd=REPO,
+        check=False,
+        env={"HORIZON_TRAIN_NODES": bad},
+    )
     assert proc.returncode != 0

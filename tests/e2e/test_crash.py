@@ -38,9 +38,13 @@ KILL_POINTS = {
 
 def run_until(workdir: Path, point: str, timeout: float = 900) -> bool:
     """Run the workflow; SIGKILL everything when the kill point is reached. True if killed."""
-    proc = subprocess.Popen([str(BIN / "snakemake"), "-s", str(REPO / "Snakefile"), "--rerun-incomplete",
-                             *args(workdir)], cwd=workdir, start_new_session=True,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [str(BIN / "snakemake"), "-s", str(REPO / "Snakefile"), "--rerun-incomplete", *args(workdir)],
+        cwd=workdir,
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.time() + timeout
     while proc.poll() is None and time.time() < deadline:
         if KILL_POINTS[point](workdir):

@@ -7,7 +7,7 @@ import sys
 import pytest
 import yaml
 
-from tests.helpers import REPO, write_config
+from tests.helpers import REPO, snakemake, write_config
 
 pytestmark = pytest.mark.slow
 
@@ -20,8 +20,22 @@ def demo_config(tmp_path):
 
 
 def test_the_demo_runs_end_to_end_and_shows_the_horizon_effect(tmp_path, local_engine):
-    proc = subprocess.run([sys.executable, "-m", "horizon.demo", "--configfile", str(demo_config(tmp_path)),
-                           "--directory", str(tmp_path), "--cores", "2"], capture_output=True, text=True, timeout=2400)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "horizon.demo",
+            "--configfile",
+            str(demo_config(tmp_path)),
+            "--directory",
+            str(tmp_path),
+            "--cores",
+            "2",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=2400,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "results/tables/reliability.md" in proc.stdout and "| model | success attempts" in proc.stdout
     assert "Wall time" in proc.stdout and "rollout" in proc.stdout
@@ -30,7 +44,13 @@ def test_the_demo_runs_end_to_end_and_shows_the_horizon_effect(tmp_path, local_e
         for ext in ("md", "csv", "tex"):
             assert (tables / f"{name}.{ext}").stat().st_size > 0
     assert (tables / "paired-single-K384-vs-refine-H640-top-50.md").exists()
-    for fig in ("passk-demo.png", "tasks-demo.png", "episodes.png", "local_loglik.png", "subset_difficulty.png"):
+    for fig in (
+        "passk-demo.png",
+        "tasks-demo.png",
+        "episodes.png",
+        "local_loglik.png",
+        "subset_difficulty.png",
+    ):
         assert (tmp_path / "results" / "figures" / fig).stat().st_size > 10_000
     rows = {r["model"]: r for r in csv.DictReader(open(tables / "reliability.csv"))}
     succ = {m: float(r["success_attempts_mean"]) for m, r in rows.items()}
@@ -38,5 +58,26 @@ def test_the_demo_runs_end_to_end_and_shows_the_horizon_effect(tmp_path, local_e
     assert succ["base"] == 0 and succ["single-K640"] >= 12
     # the horizon bites: a horizon that stops before any action learns nothing useful
     assert succ["single-K192"] < succ["single-K384"] < succ["single-K640"] + 1e-9
-    assert all(m in rows for m in ("refine-H640-top-50", "refine-H640-bottom-50", "refine-H640-random-50",
-                                   "refine-H640-all-100"))
+    assert all(
+        m in rows
+        for m in (
+            "refine-H640-top-50",
+            "refine-H640-bottom-50",
+            "refine-H640-random-50",
+            "refine-H640-all-100",
+        )
+    )
+    # the tables and figures go into Snakemake's HTML report with their captions
+    snakemake(
+        [
+            "--configfile",
+            str(tmp_path / "config.yaml"),
+            "--directory",
+            str(tmp_path),
+            "--report",
+            str(tmp_path / "report.html"),
+        ],
+        timeout=600,
+    )
+    html = (tmp_path / "report.html").read_text(errors="replace")
+    assert "reliability.md" in html and "passk-demo.png" in html

@@ -32,19 +32,29 @@ WRONG = [ans("echo nope > /app/out.txt\n"), ans(done=True), ans(done=True)]
 
 
 def ours(host):
-    out = subprocess.run(["docker", "-H", host, "ps", "-aq", "--filter", "label=horizon.sandbox=1"],
-                         capture_output=True, text=True, check=True).stdout.split()
+    out = subprocess.run(
+        ["docker", "-H", host, "ps", "-aq", "--filter", "label=horizon.sandbox=1"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
     return out
 
 
 def attempt(tools, answers, task):
-    ctx = RunContext("docker", ScriptedBackend(answers), TEMPLATE, AgentConfig(), [], {"toolchain": tools}, "t")
+    ctx = RunContext(
+        "docker", ScriptedBackend(answers), TEMPLATE, AgentConfig(), [], {"toolchain": tools}, "t"
+    )
     return run_attempt(task, 0, 0, ctx, 0, LiveSandboxes(), None, keep_messages=True)
 
 
 @pytest.mark.parametrize("fmt", ["harbor", "tb1"])
 def test_both_formats_pass_and_fail_inside_containers(dockerd, tools, fmt):
-    task = load_harbor(FIXTURES / "harbor-tasks/hello") if fmt == "harbor" else load_tb1(FIXTURES / "tb1-tasks/hello-tb1")
+    task = (
+        load_harbor(FIXTURES / "harbor-tasks/hello")
+        if fmt == "harbor"
+        else load_tb1(FIXTURES / "tb1-tasks/hello-tb1")
+    )
     good = attempt(tools, SOLVE, task)
     assert good["success"] and good["ended"] == "completed", good
     assert "root@box:/app#" in good["messages"][2]["content"]
@@ -55,19 +65,28 @@ def test_both_formats_pass_and_fail_inside_containers(dockerd, tools, fmt):
 
 def test_image_cache_labels_limits_and_no_network(dockerd, tools):
     task = load_harbor(FIXTURES / "harbor-tasks/hello")
-    spec = SandboxSpec(name="x", dockerfile_dir=__import__("pathlib").Path(task.build_context), memory_mb=512,
-                       labels={"horizon.run": "r1", "horizon.task": "hello", "horizon.attempt": "3"})
+    spec = SandboxSpec(
+        name="x",
+        dockerfile_dir=__import__("pathlib").Path(task.build_context),
+        memory_mb=512,
+        labels={"horizon.run": "r1", "horizon.task": "hello", "horizon.attempt": "3"},
+    )
     c = client()
     t0 = time.monotonic()
     tag = ensure_image(c, spec, "horizon-base:bookworm")
     t1 = time.monotonic()
-    assert ensure_image(c, spec, "horizon-base:bookworm") == tag and time.monotonic() - t1 < 2  # cached by content
+    assert (
+        ensure_image(c, spec, "horizon-base:bookworm") == tag and time.monotonic() - t1 < 2
+    )  # cached by content
     print(f"\ntask image build {t1 - t0:.1f} s cold, {time.monotonic() - t1:.2f} s cached")
     sb = DockerSandbox(spec, toolchain=tools)
     sb.start()
     try:
         attrs = c.containers.get(sb.container.id).attrs
-        assert attrs["Config"]["Labels"]["horizon.attempt"] == "3" and attrs["HostConfig"]["NetworkMode"] == "none"
+        assert (
+            attrs["Config"]["Labels"]["horizon.attempt"] == "3"
+            and attrs["HostConfig"]["NetworkMode"] == "none"
+        )
         assert attrs["HostConfig"]["Memory"] == 512 * 2**20
         r = sb.exec(["python3", "-c", "import socket; socket.create_connection(('1.1.1.1', 53), timeout=2)"])
         assert r.rc != 0
@@ -95,9 +114,19 @@ run_repeat([load_harbor(sys.argv[1])], 4, 0, ctx, sys.argv[2], seed=0, concurren
 
 
 def test_sigterm_mid_attempt_leaves_no_container(dockerd, tools, tmp_path):
-    proc = subprocess.Popen([sys.executable, "-c", JOB, str(FIXTURES / "harbor-tasks/hello"),
-                             str(tmp_path / "attempts.jsonl"), str(REPO / "demo/prompt.yaml"), str(tools)],
-                            stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            JOB,
+            str(FIXTURES / "harbor-tasks/hello"),
+            str(tmp_path / "attempts.jsonl"),
+            str(REPO / "demo/prompt.yaml"),
+            str(tools),
+        ],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.time() + 120
     while time.time() < deadline and len(ours(dockerd)) < 2:
         time.sleep(0.2)
@@ -112,8 +141,11 @@ def test_sigterm_mid_attempt_leaves_no_container(dockerd, tools, tmp_path):
 def test_sweep_removes_stale_containers_of_the_same_run(dockerd, tools):
     from horizon.sandbox.docker import sweep
 
-    spec = SandboxSpec(name="stale", dockerfile_dir=__import__("pathlib").Path(FIXTURES / "harbor-tasks/hello/environment"),
-                       labels={"horizon.run": "m/b/r0"})
+    spec = SandboxSpec(
+        name="stale",
+        dockerfile_dir=__import__("pathlib").Path(FIXTURES / "harbor-tasks/hello/environment"),
+        labels={"horizon.run": "m/b/r0"},
+    )
     sb = DockerSandbox(spec, toolchain=tools)
     sb.start()
     sb.container = None  # as if the job had been SIGKILLed: nobody removes it

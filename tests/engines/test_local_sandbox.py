@@ -115,9 +115,22 @@ def test_stop_leaves_nothing_running(local_engine, tools):
 def test_the_grader_toolchain_needs_nothing_from_the_host(sb):
     from horizon.sandbox.toolchain import GRADER_ENV
 
-    r = sb.exec(["python3", "-S", "-c", "import pytest, pluggy, pygments, iniconfig; print(pytest.__file__, pygments.__file__)"],
-                env=GRADER_ENV)
+    r = sb.exec(
+        [
+            "python3",
+            "-S",
+            "-c",
+            "import pytest, pluggy, pygments, iniconfig; print(pytest.__file__, pygments.__file__)",
+        ],
+        env=GRADER_ENV,
+    )
     assert r.ok, r.stderr
-    assert r.stdout.split() == ["/opt/horizon/lib/pytest/__init__.py", "/opt/horizon/lib/pygments/__init__.py"]
-    assert sb.exec("command -v pytest uv", env=GRADER_ENV).stdout.split() == ["/opt/horizon/bin/pytest", "/opt/horizon/bin/uv"]
+    assert r.stdout.split() == [
+        "/opt/horizon/lib/pytest/__init__.py",
+        "/opt/horizon/lib/pygments/__init__.py",
+    ]
+    assert sb.exec("command -v pytest uv", env=GRADER_ENV).stdout.split() == [
+        "/opt/horizon/bin/pytest",
+        "/opt/horizon/bin/uv",
+    ]
     assert sb.exec("command -v uv || echo absent").stdout.strip() == "absent"  # not on the agent's PATH

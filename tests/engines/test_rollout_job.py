@@ -47,7 +47,9 @@ def test_sigterm_mid_attempt_then_resume(tools, tmp_path):
     deadline = time.time() + 60
     while time.time() < deadline and not (partial.exists() and partial.read_text().count("\n") >= 2):
         time.sleep(0.05)
-    time.sleep(0.5)  # the next attempts are now inside their sleep
+    while time.time() < deadline and not sandbox_processes():  # the next attempts come up
+        time.sleep(0.05)
+    time.sleep(0.3)
     assert sandbox_processes(), "expected sandboxes up mid-attempt"
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=60)

@@ -28,8 +28,12 @@ def _pid(path: Path) -> int | None:
 def slurm(tmp_path_factory):
     if os.geteuid() != 0:
         pytest.skip("starting slurmctld/slurmd/munged needs root")
-    for binary, pkg in (("slurmctld", "slurmctld"), ("slurmd", "slurmd"), ("sbatch", "slurm-client"),
-                        ("munged", "munge")):
+    for binary, pkg in (
+        ("slurmctld", "slurmctld"),
+        ("slurmd", "slurmd"),
+        ("sbatch", "slurm-client"),
+        ("munged", "munge"),
+    ):
         if not shutil.which(binary) and not Path(f"/usr/sbin/{binary}").exists():
             ensure_debian_package(binary, pkg)
     scratch = tmp_path_factory.mktemp("slurm")
@@ -95,7 +99,9 @@ PartitionName=main Nodes={host} Default=YES MaxTime=INFINITE State=UP
         if state == "idle":
             break
         time.sleep(0.5)
-    assert state == "idle", f"slurm did not come up: {state!r}\n{(scratch / 'slurmctld.log').read_text()[-2000:]}"
+    assert state == "idle", (
+        f"slurm did not come up: {state!r}\n{(scratch / 'slurmctld.log').read_text()[-2000:]}"
+    )
     yield scratch
     for pidfile in reversed(started):  # stop what we started, by pid
         pid = _pid(pidfile)
@@ -118,8 +124,18 @@ def test_data_and_training_rules_through_the_slurm_executor(slurm, tmp_path, too
     cfg = tiny_demo_config(tmp_path)
     target = "results/models/single-K192"
     t = time.monotonic()
-    out = snakemake(["--profile", str(REPO / "tests" / "slurm-ci"), "--configfile", str(cfg), "--directory",
-                     str(tmp_path), target], timeout=1500)
+    out = snakemake(
+        [
+            "--profile",
+            str(REPO / "tests" / "slurm-ci"),
+            "--configfile",
+            str(cfg),
+            "--directory",
+            str(tmp_path),
+            target,
+        ],
+        timeout=1500,
+    )
     slurm_s = time.monotonic() - t
     assert (tmp_path / target / "model.safetensors").exists()
     timing = json.loads((tmp_path / target / "timing.json").read_text())
@@ -133,6 +149,8 @@ def test_data_and_training_rules_through_the_slurm_executor(slurm, tmp_path, too
     local = tmp_path / "local"
     local.mkdir()
     t = time.monotonic()
-    snakemake(["--configfile", str(tiny_demo_config(local)), "--directory", str(local), "--cores", "2", target])
+    snakemake(
+        ["--configfile", str(tiny_demo_config(local)), "--directory", str(local), "--cores", "2", target]
+    )
     local_s = time.monotonic() - t
     print(f"\nslurm: {slurm_s:.0f} s through the executor vs {local_s:.0f} s with --cores 2")

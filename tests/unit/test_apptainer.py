@@ -9,8 +9,9 @@ from horizon.sandbox.apptainer import ApptainerSandbox
 
 
 def sandbox(**kw):
-    sb = ApptainerSandbox(SandboxSpec(name="t", image=kw.pop("image", "ghcr.io/x/task:1"), **kw),
-                          toolchain="/tools")
+    sb = ApptainerSandbox(
+        SandboxSpec(name="t", image=kw.pop("image", "ghcr.io/x/task:1"), **kw), toolchain="/tools"
+    )
     sb.root = Path("/scratch/sb")
     return sb
 
@@ -22,8 +23,9 @@ def test_instance_start_line():
     for flag in ("--containall", "--writable-tmpfs", "--no-home", "--cleanenv"):
         assert flag in argv
     assert "--nv" not in argv  # sandboxes never get the GPU
-    assert argv[argv.index("--bind") + 1] == ("/scratch/sb/app:/app,/scratch/sb/tests:/tests,"
-                                              "/scratch/sb/logs:/logs,/tools:/opt/horizon:ro")
+    assert argv[argv.index("--bind") + 1] == (
+        "/scratch/sb/app:/app,/scratch/sb/tests:/tests,/scratch/sb/logs:/logs,/tools:/opt/horizon:ro"
+    )
     assert argv[-2:] == ["docker://ghcr.io/x/task:1", sb.name]
     assert argv[argv.index("--network") + 1] == "none"
 
@@ -37,8 +39,21 @@ def test_internet_tasks_and_sif_images():
 def test_exec_and_stop_lines():
     sb = sandbox()
     argv = sb.exec_argv(["bash", "/tests/test.sh"], "/app", {"TEST_DIR": "/tests"}, 30)
-    assert argv == ["apptainer", "exec", "--pwd", "/app", "--env", "TEST_DIR=/tests", f"instance://{sb.name}",
-                    "timeout", "-k", "2", "30", "bash", "/tests/test.sh"]
+    assert argv == [
+        "apptainer",
+        "exec",
+        "--pwd",
+        "/app",
+        "--env",
+        "TEST_DIR=/tests",
+        f"instance://{sb.name}",
+        "timeout",
+        "-k",
+        "2",
+        "30",
+        "bash",
+        "/tests/test.sh",
+    ]
     assert sb.stop_argv() == ["apptainer", "instance", "stop", "--force", sb.name]
 
 
@@ -48,6 +63,8 @@ def test_a_dockerfile_only_task_needs_an_image_first():
         sb.image_ref()
 
 
-@pytest.mark.skip(reason="Apptainer is not installable here (no Debian 12 package); its command lines are tested above")
+@pytest.mark.skip(
+    reason="Apptainer is not installable here (no Debian 12 package); its command lines are tested above"
+)
 def test_apptainer_engine():
     pass

@@ -19,9 +19,18 @@ def records(successes, attempts=8, repeat=0, infra=()):
     out = []
     for t, s in zip(TASKS, successes):
         for a in range(attempts):
-            out.append({"task": t, "attempt": a, "repeat": repeat, "success": a < s, "episodes": 3 + a % 2,
-                        "failure_mode": "none" if a < s else "tests_failed", "error_signatures": [],
-                        "first_complete_episode": 2})
+            out.append(
+                {
+                    "task": t,
+                    "attempt": a,
+                    "repeat": repeat,
+                    "success": a < s,
+                    "episodes": 3 + a % 2,
+                    "failure_mode": "none" if a < s else "tests_failed",
+                    "error_signatures": [],
+                    "first_complete_episode": 2,
+                }
+            )
     for t, a in infra:
         rec = next(r for r in out if r["task"] == t and r["attempt"] == a)
         rec.update(success=False, failure_mode="infra_error")
@@ -93,12 +102,20 @@ def test_mean_and_sample_sd_over_repeats_and_tidy_csv(tmp_path):
     manifest = tmp_path / "tasks.json"
     manifest.write_text(json.dumps({"tasks": [{"id": t} for t in TASKS]}))
     ev = {"attempts": 8, "repeats": 2}
-    rep = {"error_signatures": [], "allow_partial": False, "rel_k": [1, 4, 6, 8], "fragile_max": 2, "bootstrap": 200}
+    rep = {
+        "error_signatures": [],
+        "allow_partial": False,
+        "rel_k": [1, 4, 6, 8],
+        "fragile_max": 2,
+        "bootstrap": 200,
+    }
     cells = load_cells([str(p) for p in files.values()], {"tb": str(manifest)}, ev, rep)
     t = reliability(cells, ["single-K8"], ["tb"], ev, rep)
     row = t.tidy[0]
     assert (row["model"], row["benchmark"]) == ("single-K8", "tb")
-    assert row["success_attempts_mean"] == 21.5 and row["success_attempts_sd"] == pytest.approx(math.sqrt(0.5))
+    assert row["success_attempts_mean"] == 21.5 and row["success_attempts_sd"] == pytest.approx(
+        math.sqrt(0.5)
+    )
     assert row["rel_ge_1_mean"] == 5.5 and row["n_tasks"] == 6 and row["n_repeats"] == 2
     assert row["success_attempts_ci_lo"] <= 21.5 <= row["success_attempts_ci_hi"]
     md = t.markdown()
@@ -109,13 +126,23 @@ def test_mean_and_sample_sd_over_repeats_and_tidy_csv(tmp_path):
 
 def test_paired_decomposition_sums_to_the_aggregate(tmp_path):
     a = build_cell("a", "tb", write_repeats(tmp_path, "a", "tb", [S, S]), TASKS, 8, 2, [1])
-    b = build_cell("b", "tb", write_repeats(tmp_path, "b", "tb", [[6, 3, 1, 5, 6, 0], [7, 3, 2, 5, 6, 0]]), TASKS, 8, 2, [1])
+    b = build_cell(
+        "b",
+        "tb",
+        write_repeats(tmp_path, "b", "tb", [[6, 3, 1, 5, 6, 0], [7, 3, 2, 5, 6, 0]]),
+        TASKS,
+        8,
+        2,
+        [1],
+    )
     from horizon.metrics import paired
 
     p = paired(a, b)
     assert sum(d for _, d in p["better"]) + sum(d for _, d in p["worse"]) == pytest.approx(p["aggregate"])
     assert p["aggregate"] == pytest.approx(22 - 21) and p["unchanged"] == ["t4"]
-    assert sum(d for _, d in p["better"]) == pytest.approx(6.5) and sum(d for _, d in p["worse"]) == pytest.approx(-5.5)
+    assert sum(d for _, d in p["better"]) == pytest.approx(6.5) and sum(
+        d for _, d in p["worse"]
+    ) == pytest.approx(-5.5)
     assert "sum to the change in success attempts: +1.00 (aggregate +1.00)" in paired_markdown(a, b)
 
 

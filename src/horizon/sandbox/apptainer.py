@@ -24,8 +24,14 @@ from horizon.sandbox import ExecResult, Sandbox, SandboxError, SandboxSpec
 
 
 class ApptainerSandbox(Sandbox):
-    def __init__(self, spec: SandboxSpec, toolchain: str | Path | None = None, image: str | None = None,
-                 network: str = "none", apptainer: str = "apptainer"):
+    def __init__(
+        self,
+        spec: SandboxSpec,
+        toolchain: str | Path | None = None,
+        image: str | None = None,
+        network: str = "none",
+        apptainer: str = "apptainer",
+    ):
         self.spec = spec
         self.toolchain = Path(toolchain) if toolchain else None
         self.image = spec.image or image
@@ -39,8 +45,10 @@ class ApptainerSandbox(Sandbox):
 
     def image_ref(self) -> str:
         if not self.image:
-            raise SandboxError(f"{self.spec.name}: the apptainer sandbox needs an image (a .sif or docker://...); "
-                               "this task only has a Dockerfile: build and convert it first (README)")
+            raise SandboxError(
+                f"{self.spec.name}: the apptainer sandbox needs an image (a .sif or docker://...); "
+                "this task only has a Dockerfile: build and convert it first (README)"
+            )
         if self.image.endswith(".sif") or "://" in self.image:
             return self.image
         return f"docker://{self.image}"
@@ -49,8 +57,21 @@ class ApptainerSandbox(Sandbox):
         binds = [f"{app_dir}:/app", f"{self.root}/tests:/tests", f"{self.root}/logs:/logs"]
         if self.toolchain:
             binds.append(f"{self.toolchain}:/opt/horizon:ro")
-        argv = [self.bin, "instance", "start", "--containall", "--writable-tmpfs", "--no-home", "--cleanenv",
-                "--hostname", "box", "--pwd", "/app", "--bind", ",".join(binds)]
+        argv = [
+            self.bin,
+            "instance",
+            "start",
+            "--containall",
+            "--writable-tmpfs",
+            "--no-home",
+            "--cleanenv",
+            "--hostname",
+            "box",
+            "--pwd",
+            "/app",
+            "--bind",
+            ",".join(binds),
+        ]
         if self.network == "none" and not self.spec.allow_internet:
             argv += ["--net", "--network", "none"]
         return [*argv, self.image_ref(), self.name]
@@ -79,8 +100,10 @@ class ApptainerSandbox(Sandbox):
             shutil.copytree(self.spec.workdir_files, self.root / "app", dirs_exist_ok=True)
         r = subprocess.run(self.start_argv(str(self.root / "app")), capture_output=True, text=True)
         if r.returncode != 0:
-            raise SandboxError(f"{self.spec.name}: {shlex.join(self.start_argv(str(self.root / 'app')))} failed: "
-                               f"{r.stderr.strip()[-800:]}")
+            raise SandboxError(
+                f"{self.spec.name}: {shlex.join(self.start_argv(str(self.root / 'app')))} failed: "
+                f"{r.stderr.strip()[-800:]}"
+            )
         self.running = True
 
     def alive(self) -> bool:
@@ -96,8 +119,12 @@ class ApptainerSandbox(Sandbox):
             argv = ["bash", "-c", argv]
         r = subprocess.run(self.exec_argv(argv, cwd, env, timeout), input=input, capture_output=True)
         rc = r.returncode
-        return ExecResult(rc, r.stdout[:max_bytes].decode("utf-8", "replace"),
-                          r.stderr[:max_bytes].decode("utf-8", "replace"), timeout is not None and rc in (124, 137))
+        return ExecResult(
+            rc,
+            r.stdout[:max_bytes].decode("utf-8", "replace"),
+            r.stderr[:max_bytes].decode("utf-8", "replace"),
+            timeout is not None and rc in (124, 137),
+        )
 
     def stop(self) -> None:
         if self.running:

@@ -45,7 +45,9 @@ def client():
         c.ping()
         return c
     except Exception as e:  # noqa: BLE001 - any connection problem is an infrastructure error
-        raise SandboxError(f"cannot reach the Docker daemon at {os.environ.get('DOCKER_HOST', 'the default socket')}: {e}") from None
+        raise SandboxError(
+            f"cannot reach the Docker daemon at {os.environ.get('DOCKER_HOST', 'the default socket')}: {e}"
+        ) from None
 
 
 def context_hash(context: Path, base_image: str) -> str:
@@ -87,8 +89,14 @@ def ensure_image(c, spec: SandboxSpec, base_image: str) -> str:
             pass
         t = time.monotonic()
         try:
-            c.images.build(path=str(spec.dockerfile_dir), tag=tag, rm=True, forcerm=True,
-                           buildargs={"BASE_IMAGE": base_image}, network_mode="none")
+            c.images.build(
+                path=str(spec.dockerfile_dir),
+                tag=tag,
+                rm=True,
+                forcerm=True,
+                buildargs={"BASE_IMAGE": base_image},
+                network_mode="none",
+            )
         except Exception as e:  # noqa: BLE001
             raise SandboxError(f"building {spec.dockerfile_dir} failed: {e}") from None
         log.info("built %s from %s in %.1f s", tag, spec.dockerfile_dir, time.monotonic() - t)
@@ -114,8 +122,13 @@ def _tar_dir(src: Path, arcname: str) -> bytes:
 
 
 class DockerSandbox(Sandbox):
-    def __init__(self, spec: SandboxSpec, toolchain: str | Path | None = None, base_image: str = BASE_IMAGE,
-                 max_processes: int | None = None):
+    def __init__(
+        self,
+        spec: SandboxSpec,
+        toolchain: str | Path | None = None,
+        base_image: str = BASE_IMAGE,
+        max_processes: int | None = None,
+    ):
         self.spec = spec
         self.toolchain = Path(toolchain) if toolchain else None
         self.base_image = base_image
@@ -172,7 +185,9 @@ class DockerSandbox(Sandbox):
             cmd = ["timeout", "-k", "2", str(max(1, int(timeout + 0.999))), *cmd]
         api = self.container.client.api
         try:
-            ex = api.exec_create(self.container.id, cmd, workdir=cwd, environment=env or {}, stdout=True, stderr=True)
+            ex = api.exec_create(
+                self.container.id, cmd, workdir=cwd, environment=env or {}, stdout=True, stderr=True
+            )
             stream = api.exec_start(ex["Id"], stream=True, demux=True)
             out, err = bytearray(), bytearray()
             for o, e in stream:
@@ -184,8 +199,12 @@ class DockerSandbox(Sandbox):
         except Exception as e:  # noqa: BLE001
             raise SandboxError(f"{self.spec.name}: docker exec failed: {e}") from None
         timed_out = timeout is not None and rc in (124, 137)
-        return ExecResult(rc if rc is not None else -1, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"),
-                          timed_out)
+        return ExecResult(
+            rc if rc is not None else -1,
+            out.decode("utf-8", "replace"),
+            err.decode("utf-8", "replace"),
+            timed_out,
+        )
 
     def put(self, src: Path, dest: str) -> None:
         parent, name = dest.rsplit("/", 1)
@@ -214,8 +233,12 @@ class DockerSandbox(Sandbox):
         return True
 
 
-def build_base_image(tag: str = BASE_IMAGE, suite: str = "bookworm", workdir: str | Path | None = None,
-                     mirror: str | None = None) -> str:
+def build_base_image(
+    tag: str = BASE_IMAGE,
+    suite: str = "bookworm",
+    workdir: str | Path | None = None,
+    mirror: str | None = None,
+) -> str:
     """A base image without a registry: debootstrap a minimal Debian with tmux and python3, import it."""
     import shutil
     import subprocess
@@ -231,7 +254,13 @@ def build_base_image(tag: str = BASE_IMAGE, suite: str = "bookworm", workdir: st
         raise SandboxError("building the base image needs debootstrap (Debian: apt-get install debootstrap)")
     root = Path(tempfile.mkdtemp(prefix="horizon-base-", dir=workdir))
     try:
-        cmd = ["debootstrap", "--variant=minbase", "--include=tmux,python3,procps,ca-certificates", suite, str(root)]
+        cmd = [
+            "debootstrap",
+            "--variant=minbase",
+            "--include=tmux,python3,procps,ca-certificates",
+            suite,
+            str(root),
+        ]
         if mirror:
             cmd.append(mirror)
         subprocess.run(cmd, check=True, capture_output=True)

@@ -27,7 +27,17 @@ from pathlib import Path
 log = logging.getLogger("horizon.toolchain")
 
 # pytest and every package it imports (pygments since pytest 8; exceptiongroup/tomli on Python < 3.11)
-PACKAGES = ("pytest", "_pytest", "pluggy", "iniconfig", "packaging", "pygments", "py", "exceptiongroup", "tomli")
+PACKAGES = (
+    "pytest",
+    "_pytest",
+    "pluggy",
+    "iniconfig",
+    "packaging",
+    "pygments",
+    "py",
+    "exceptiongroup",
+    "tomli",
+)
 
 UV = r'''#!/usr/bin/env python3
 """Offline stand-in for uv/uvx inside horizon sandboxes (see horizon/sandbox/toolchain.py)."""
@@ -137,7 +147,13 @@ def build(out_dir: str | Path) -> Path:
             )
         else:
             shutil.copy2(src, tmp / "lib" / src.name)
-    for dist in ("pytest", "pluggy", "iniconfig", "packaging", "pygments"):  # metadata: pytest asks for versions
+    for dist in (
+        "pytest",
+        "pluggy",
+        "iniconfig",
+        "packaging",
+        "pygments",
+    ):  # metadata: pytest asks for versions
         try:
             d = importlib.metadata.distribution(dist)
         except importlib.metadata.PackageNotFoundError:
