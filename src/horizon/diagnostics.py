@@ -27,7 +27,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from horizon.horizons import step_starts
-from horizon.io import atomic_path, write_table
+from horizon.io import pyplot, save_figure, write_csv, write_table
 from horizon.progress import Progress
 
 log = logging.getLogger("horizon.diagnostics")
@@ -170,7 +170,7 @@ def run(
     curves = pa.Table.from_pylist(rows)
     write_table(out_curves, curves)
     bias = _bias(per_token, ref_h, sample_kind)
-    _write_csv(out_bias, bias)
+    write_csv(out_bias, bias)
     _plot_local(rows, horizons, window, sample_kind, out_local_png)
     _plot_subsets(rows, subset_sets, h1, toks, window, out_subsets_png)
     return {"bias": bias, "sample": sample_kind, "trajectories": len(eval_ids)}
@@ -204,16 +204,6 @@ def _bias(per_token: dict[int, dict], ref_h: int, sample_kind: str) -> list[dict
     return out
 
 
-def _write_csv(path, rows: list[dict]) -> None:
-    import csv
-
-    with atomic_path(path) as tmp, open(tmp, "w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        w.writeheader()
-        for r in rows:
-            w.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in r.items()})
-
-
 def _mean_curve(rows: list[dict], key: str = "local_ll") -> tuple[np.ndarray, np.ndarray]:
     by_step: dict[int, list[float]] = {}
     for r in rows:
@@ -223,12 +213,7 @@ def _mean_curve(rows: list[dict], key: str = "local_ll") -> tuple[np.ndarray, np
 
 
 def _plot_local(rows, horizons, window, sample_kind, out_png) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(7, 4.2), dpi=130)
+    fig, ax = pyplot().subplots(figsize=(7, 4.2), dpi=130)
     for h in horizons:
         sel = [r for r in rows if r["horizon"] == h and r["set"] in ("heldout", "in-sample")]
         x, y = _mean_curve(sel)
@@ -240,19 +225,12 @@ def _plot_local(rows, horizons, window, sample_kind, out_png) -> None:
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    with atomic_path(out_png) as tmp:
-        fig.savefig(tmp, format="png")
-    plt.close(fig)
+    save_figure(fig, out_png)
 
 
 def _plot_subsets(rows, subset_sets, h1, toks, window, out_png) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     h2s = sorted({int(k.split("-")[0][1:]) for k in subset_sets})
-    fig, axes = plt.subplots(1, max(1, len(h2s)), figsize=(6 * max(1, len(h2s)), 4.2), dpi=130, squeeze=False)
+    fig, axes = pyplot().subplots(1, max(1, len(h2s)), figsize=(6 * max(1, len(h2s)), 4.2), dpi=130, squeeze=False)
     for ax, h2 in zip(axes[0], h2s):
         for name in sorted(k for k in subset_sets if k.startswith(f"H{h2}-")):
             sel = [r for r in rows if r["set"] == name]
@@ -274,6 +252,4 @@ def _plot_subsets(rows, subset_sets, h1, toks, window, out_png) -> None:
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
     fig.tight_layout()
-    with atomic_path(out_png) as tmp:
-        fig.savefig(tmp, format="png")
-    plt.close(fig)
+    save_figure(fig, out_png)

@@ -119,3 +119,31 @@ def die_with_parent() -> None:
         return
     if os.getppid() == 1:  # the parent is already gone
         os._exit(1)
+
+
+def write_csv(path: str | Path, rows: list[dict]) -> None:
+    """Rows of dicts as CSV, atomically; floats with 6 significant digits."""
+    import csv
+
+    with atomic_path(path) as tmp, open(tmp, "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(rows[0]) if rows else [])
+        w.writeheader()
+        for r in rows:
+            w.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in r.items()})
+
+
+def pyplot():
+    """matplotlib.pyplot on the Agg backend (no display on compute nodes)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def save_figure(fig, path: str | Path) -> None:
+    """Save a figure as PNG atomically and free it."""
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png", bbox_inches="tight")
+    pyplot().close(fig)

@@ -16,7 +16,7 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
-from horizon.io import atomic_path
+from horizon.io import atomic_path, pyplot, save_figure
 from horizon.metrics import Cell, bootstrap_ci, build_cell, paired
 
 log = logging.getLogger("horizon.report")
@@ -503,22 +503,8 @@ def paired_markdown(a: Cell, b: Cell) -> str:
 # figures
 
 
-def _plt():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def _save(fig, path) -> None:
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png", bbox_inches="tight")
-
-
 def figure_passk(cells, models, bench, eval_cfg, out) -> None:
-    plt = _plt()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(7, 4.5), dpi=130)
     ks = list(range(1, eval_cfg["attempts"] + 1))
     for m in order_models([m for m in models if (m, bench) in cells]):
@@ -531,14 +517,13 @@ def figure_passk(cells, models, bench, eval_cfg, out) -> None:
     ax.set_title(f"pass@k on {bench}", fontsize=10)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
-    _save(fig, out)
-    plt.close(fig)
+    save_figure(fig, out)
 
 
 def figure_heatmap(cells, models, bench, eval_cfg, out) -> None:
     import numpy as np
 
-    plt = _plt()
+    plt = pyplot()
     ms = order_models([m for m in models if (m, bench) in cells])
     tasks = cells[(ms[0], bench)].tasks
     total = eval_cfg["attempts"] * eval_cfg["repeats"]
@@ -551,12 +536,11 @@ def figure_heatmap(cells, models, bench, eval_cfg, out) -> None:
     ax.set_yticks(range(len(ms)), [label(m) for m in ms], fontsize=7)
     fig.colorbar(im, ax=ax, label="success rate over all attempts")
     ax.set_title(f"Per-task success on {bench} ({total} attempts per cell)", fontsize=10)
-    _save(fig, out)
-    plt.close(fig)
+    save_figure(fig, out)
 
 
 def figure_episodes(rollouts: Sequence[str], models, out) -> None:
-    plt = _plt()
+    plt = pyplot()
     from horizon.metrics import read_attempts
 
     eps: dict[str, list[int]] = {}
@@ -580,5 +564,4 @@ def figure_episodes(rollouts: Sequence[str], models, out) -> None:
     if not ms:
         axes.flat[0].text(0.5, 0.5, "no successful attempt", ha="center", va="center")
     fig.tight_layout()
-    _save(fig, out)
-    plt.close(fig)
+    save_figure(fig, out)

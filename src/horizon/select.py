@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from horizon.config import keep_count
-from horizon.io import atomic_path, write_table
+from horizon.io import write_csv, write_table
 
 log = logging.getLogger("horizon.select")
 
@@ -84,11 +84,5 @@ def summary(
                 else float("nan"),
             }
         )
-    import csv
-
-    with atomic_path(out_path) as tmp, open(tmp, "w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=list(out[0]) if out else ["H2"])
-        w.writeheader()
-        for r in out:
-            w.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in r.items()})
+    write_csv(out_path, out)
     return out
