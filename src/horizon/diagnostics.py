@@ -230,7 +230,9 @@ def _plot_local(rows, horizons, window, sample_kind, out_png) -> None:
 
 def _plot_subsets(rows, subset_sets, h1, toks, window, out_png) -> None:
     h2s = sorted({int(k.split("-")[0][1:]) for k in subset_sets})
-    fig, axes = pyplot().subplots(1, max(1, len(h2s)), figsize=(6 * max(1, len(h2s)), 4.2), dpi=130, squeeze=False)
+    fig, axes = pyplot().subplots(
+        1, max(1, len(h2s)), figsize=(6 * max(1, len(h2s)), 4.2), dpi=130, squeeze=False
+    )
     for ax, h2 in zip(axes[0], h2s):
         for name in sorted(k for k in subset_sets if k.startswith(f"H{h2}-")):
             sel = [r for r in rows if r["set"] == name]

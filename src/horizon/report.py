@@ -565,3 +565,56 @@ def figure_episodes(rollouts: Sequence[str], models, out) -> None:
         axes.flat[0].text(0.5, 0.5, "no successful attempt", ha="center", va="center")
     fig.tight_layout()
     save_figure(fig, out)
+
+
+# ---------------------------------------------------------------------------------------------
+# entry points of the report rules
+
+
+def write_table(
+    name: str,
+    outputs: dict,
+    rollouts: Sequence[str] = (),
+    manifests: dict[str, str] | None = None,
+    models: Sequence[str] = (),
+    benches: Sequence[str] = (),
+    eval_cfg: dict | None = None,
+    report_cfg: dict | None = None,
+    seed: int = 0,
+    summary: str | None = None,
+    model_dirs: Sequence[str] = (),
+    h1: int = 0,
+) -> Table:
+    """Build table `name` and write its md/csv/tex (outputs: md, csv, tex paths)."""
+    if name == "cost":
+        t = cost(model_dirs, h1)
+    else:
+        cells = load_cells(rollouts, manifests, eval_cfg, report_cfg, models)
+        if name == "reliability":
+            t = reliability(cells, models, benches, eval_cfg, report_cfg, seed=seed)
+        elif name == "behaviour":
+            t = behaviour(cells, models, benches, eval_cfg, report_cfg)
+        elif name == "tasks":
+            t = tasks_table(cells, models, benches, eval_cfg)
+        elif name == "budget":
+            t = budget(cells, summary, benches, eval_cfg)
+        else:
+            raise ValueError(f"unknown table {name!r}")
+    t.write(outputs["md"], outputs["csv"], outputs["tex"])
+    return t
+
+
+def write_figures(
+    rollouts, manifests, models, benches, eval_cfg, report_cfg, passk_out, heatmap_out, episodes_out
+) -> None:
+    cells = load_cells(rollouts, manifests, eval_cfg, report_cfg, models)
+    for bench, passk, heat in zip(benches, passk_out, heatmap_out):
+        figure_passk(cells, models, bench, eval_cfg, passk)
+        figure_heatmap(cells, models, bench, eval_cfg, heat)
+    figure_episodes(rollouts, models, episodes_out)
+
+
+def write_paired(rollouts, manifests, a: str, b: str, benches, eval_cfg, report_cfg, out) -> None:
+    cells = load_cells(rollouts, manifests, eval_cfg, report_cfg, [a, b])
+    with atomic_path(out) as tmp:
+        tmp.write_text("\n".join(paired_markdown(cells[(a, bench)], cells[(b, bench)]) for bench in benches))

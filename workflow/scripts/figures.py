@@ -1,16 +1,16 @@
-from horizon import report as rp
 from horizon.io import setup_logging
+from horizon.report import write_figures
 
 setup_logging(snakemake.log[0])
 p = snakemake.params
-cells = rp.load_cells(
+write_figures(
     list(snakemake.input.rollouts),
     dict(zip(p.benches, snakemake.input.manifests)),
+    p.models,
+    p.benches,
     p.eval,
     p.report,
-    p.models,
+    snakemake.output.passk,
+    snakemake.output.heatmap,
+    snakemake.output.episodes,
 )
-for bench, passk, heat in zip(p.benches, snakemake.output.passk, snakemake.output.heatmap):
-    rp.figure_passk(cells, p.models, bench, p.eval, passk)
-    rp.figure_heatmap(cells, p.models, bench, p.eval, heat)
-rp.figure_episodes(list(snakemake.input.rollouts), p.models, snakemake.output.episodes)

@@ -1,15 +1,15 @@
-from horizon import report as rp
-from horizon.io import atomic_path, setup_logging
+from horizon.io import setup_logging
+from horizon.report import write_paired
 
 setup_logging(snakemake.log[0])
 p = snakemake.params
-cells = rp.load_cells(
+write_paired(
     list(snakemake.input.rollouts),
     dict(zip(p.benches, snakemake.input.manifests)),
+    p.a,
+    p.b,
+    p.benches,
     p.eval,
     p.report,
-    [p.a, p.b],
+    snakemake.output[0],
 )
-text = "\n".join(rp.paired_markdown(cells[(p.a, b)], cells[(p.b, b)]) for b in p.benches)
-with atomic_path(snakemake.output[0]) as tmp:
-    tmp.write_text(text)

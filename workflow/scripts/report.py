@@ -1,22 +1,19 @@
-from horizon import report as rp
 from horizon.io import setup_logging
+from horizon.report import write_table
 
 setup_logging(snakemake.log[0])
-p = snakemake.params
-out = snakemake.output
-if p.table == "cost":
-    rp.cost(list(snakemake.input.models), p.h1).write(out.md, out.csv, out.tex)
-else:
-    manifests = dict(zip(p.benches, snakemake.input.manifests))
-    cells = rp.load_cells(list(snakemake.input.rollouts), manifests, p.eval, p.report, p.models)
-    if p.table == "reliability":
-        t = rp.reliability(cells, p.models, p.benches, p.eval, p.report, seed=p.seed)
-    elif p.table == "behaviour":
-        t = rp.behaviour(cells, p.models, p.benches, p.eval, p.report)
-    elif p.table == "tasks":
-        t = rp.tasks_table(cells, p.models, p.benches, p.eval)
-    elif p.table == "budget":
-        t = rp.budget(cells, snakemake.input.summary, p.benches, p.eval)
-    else:
-        raise ValueError(f"unknown table {p.table}")
-    t.write(out.md, out.csv, out.tex)
+p, i = snakemake.params, snakemake.input
+write_table(
+    p.table,
+    outputs=snakemake.output,
+    rollouts=list(i.get("rollouts", [])),
+    manifests=dict(zip(p.get("benches", []), i.get("manifests", []))),
+    models=p.get("models", []),
+    benches=p.get("benches", []),
+    eval_cfg=p.get("eval"),
+    report_cfg=p.get("report"),
+    seed=p.get("seed", 0),
+    summary=i.get("summary"),
+    model_dirs=list(i.get("models", [])),
+    h1=p.get("h1", 0),
+)
