@@ -9,7 +9,7 @@ CORES   ?= 2
 DEMO_CONFIG ?= demo/config.yaml
 PYTEST_ARGS ?=
 
-.PHONY: setup demo test lint dryrun clean-demo
+.PHONY: setup demo test lint dryrun sandbox-deps
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV) || { \
@@ -23,7 +23,14 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP)
 
-demo: setup
+# the demo's sandbox: bubblewrap and tmux from Debian (installed here when missing and root)
+sandbox-deps:
+	@command -v bwrap >/dev/null && command -v tmux >/dev/null || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    apt-get install -y -qq bubblewrap tmux || { apt-get update -qq && apt-get install -y -qq bubblewrap tmux; }; \
+	  else echo "the demo's sandbox needs bubblewrap and tmux: sudo apt-get install bubblewrap tmux" >&2; exit 1; fi; }
+
+demo: setup sandbox-deps
 	$(BIN)/python -m horizon.demo --configfile $(DEMO_CONFIG) --cores $(CORES)
 
 test: setup
