@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from horizon.metrics import read_attempts
 from tests.engine_fixtures import sandbox_processes
 from tests.helpers import BIN, DEMO_TASKS, REPO, snakemake, tiny_demo_config
 
@@ -91,8 +92,7 @@ def test_killed_runs_resume_to_the_same_tables(tmp_path, local_engine):
     a, b = outputs(ref), outputs(crash)
     assert sorted(a) == sorted(b)
     for att in crash.glob("results/rollouts/*/*/r*/attempts.jsonl"):
-        recs = [json.loads(x) for x in att.read_text().splitlines()]
-        keys = [(r["task"], r["attempt"]) for r in recs]
+        keys = [attempt_key(r) for r in read_attempts(att)]
         assert len(keys) == len(set(keys)) == len(DEMO_TASKS) * 2, att
     assert not list(crash.glob("results/rollouts/*/*/r*/attempts.partial.jsonl"))
     diverged = terminal_divergences(ref, crash)
@@ -111,8 +111,12 @@ def test_killed_runs_resume_to_the_same_tables(tmp_path, local_engine):
 CLOCK_FIELDS = {"seconds", "timing"}
 
 
+def attempt_key(record: dict) -> tuple[str, int]:
+    return record["task"], record["attempt"]
+
+
 def attempt_records(attempts: Path) -> dict[tuple[str, int], dict]:
-    return {(r["task"], r["attempt"]): r for r in map(json.loads, attempts.read_text().splitlines())}
+    return {attempt_key(r): r for r in read_attempts(attempts)}
 
 
 def terminal_divergences(ref: Path, crash: Path) -> list[tuple[str, str, int]]:
@@ -145,12 +149,15 @@ def terminal_divergences(ref: Path, crash: Path) -> list[tuple[str, str, int]]:
 
 
 def use_reference_records(ref: Path, crash: Path, diverged: list[tuple[str, str, int]]) -> None:
-    """Put the reference run's record in place of each diverged attempt, in the crash run's order."""
+    """Put the reference run's line in place of each diverged attempt's, in the crash run's order."""
     for repeat_dir in sorted({d for d, _, _ in diverged}):
-        ref_recs = attempt_records(ref / repeat_dir / "attempts.jsonl")
+        ref_lines = {
+            attempt_key(json.loads(x)): x
+            for x in (ref / repeat_dir / "attempts.jsonl").read_text().splitlines()
+        }
         path = crash / repeat_dir / "attempts.jsonl"
         lines_out = []
         for line in path.read_text().splitlines():
-            key = (json.loads(line)["task"], json.loads(line)["attempt"])
-            lines_out.append(json.dumps(ref_recs[key]) if (repeat_dir, *key) in diverged else line)
+            key = attempt_key(json.loads(line))
+            lines_out.append(ref_lines[key] if (repeat_dir, *key) in diverged else line)
         path.write_text("\n".join(lines_out) + "\n")

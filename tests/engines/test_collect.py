@@ -16,15 +16,19 @@ def test_teacher_corpus_is_real_harness_output(tools, tmp_path):
     write_manifest(
         REPO / "demo" / "tasks", "harbor", tmp_path / "tasks.json", only=["run-script", "sort-names"]
     )
-    out = tmp_path / "corpus.jsonl"
-    collect(
-        tmp_path / "tasks.json",
-        REPO / "demo" / "prompt.yaml",
-        out,
-        variants=4,
-        concurrency=2,
-        sandbox_options={"toolchain": tools},
-    )
+
+    def collect_into(out):
+        collect(
+            tmp_path / "tasks.json",
+            REPO / "demo" / "prompt.yaml",
+            out,
+            variants=4,
+            concurrency=2,
+            sandbox_options={"toolchain": tools},
+        )
+        return out
+
+    out = collect_into(tmp_path / "corpus.jsonl")
     rows = [json.loads(x) for x in out.read_text().splitlines()]
     assert len(rows) == 8 and {r["task"] for r in rows} == {"run-script", "sort-names"}
     lengths = {r["trial_name"]: len(r["conversations"]) for r in rows}
@@ -44,13 +48,4 @@ def test_teacher_corpus_is_real_harness_output(tools, tmp_path):
     )
     assert stats["completed"] == 8 and stats["quarantined"] == {}
     # the same seed collects the same corpus (timestamps of the task files are fixed)
-    out2 = tmp_path / "corpus2.jsonl"
-    collect(
-        tmp_path / "tasks.json",
-        REPO / "demo" / "prompt.yaml",
-        out2,
-        variants=4,
-        concurrency=2,
-        sandbox_options={"toolchain": tools},
-    )
-    assert out2.read_text() == out.read_text()
+    assert collect_into(tmp_path / "corpus2.jsonl").read_text() == out.read_text()
