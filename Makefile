@@ -1,6 +1,7 @@
-# Two entry points, both idempotent and safe on a fresh Debian machine with only python3:
-#   make demo   set up .venv if needed, then run the whole study in miniature on this CPU
-#   make test   set up .venv if needed, then run every test (what CI runs)
+# Entry points, all idempotent and safe on a fresh Debian machine with only python3:
+#   make demo    set up .venv if needed, then run the whole study in miniature on this CPU
+#   make test    set up .venv and the engines if needed, then run every test (what CI runs)
+#   make check   the fast tier for the edit loop: lint + unit and DAG tests (under 3 minutes)
 PY      ?= python3
 VENV    := .venv
 BIN     := $(VENV)/bin
@@ -8,38 +9,64 @@ STAMP   := $(VENV)/.installed
 CORES   ?= 2
 DEMO_CONFIG ?= demo/config.yaml
 PYTEST_ARGS ?=
+# the exact versions every test ran with; torch's pin is read from the same file
+CONSTRAINTS := envs/constraints.txt
+TORCH   := $(shell grep -E '^torch==' $(CONSTRAINTS))
+# Debian packages of the engines the tests start (the demo needs only the sandbox's two)
+SANDBOX_PKGS := bubblewrap tmux
+ENGINE_PKGS  := $(SANDBOX_PKGS) docker.io debootstrap slurmctld slurmd slurm-client munge
 
-.PHONY: setup demo test lint dryrun sandbox-deps
+.PHONY: setup engines sandbox-deps demo test check lint dryrun image
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml $(CONSTRAINTS)
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV) || { \
 	  echo "python3 -m venv failed: installing Debian's python3-venv"; \
 	  apt-get update -qq && apt-get install -y -qq python3-venv && $(PY) -m venv $(VENV); }
 	$(BIN)/python -m pip install -q --upgrade pip
 	# CPU torch first, so that nothing below pulls a multi-GB CUDA build.
-	$(BIN)/python -m pip install -q torch==2.13.0
-	$(BIN)/python -m pip install -q -e '.[dev]'
+	$(BIN)/python -m pip install -q $(TORCH)
+	$(BIN)/python -m pip install -q -c $(CONSTRAINTS) -e '.[dev]'
 	@touch $(STAMP)
 
 setup: $(STAMP)
 
-# the demo's sandbox: bubblewrap and tmux from Debian (installed here when missing and root)
-sandbox-deps:
-	@command -v bwrap >/dev/null && command -v tmux >/dev/null || { \
+# apt-get only what is missing (dpkg -s), as root; otherwise say what to install
+define apt_install
+	@missing=""; for p in $(1); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-	    apt-get install -y -qq bubblewrap tmux || { apt-get update -qq && apt-get install -y -qq bubblewrap tmux; }; \
-	  else echo "the demo's sandbox needs bubblewrap and tmux: sudo apt-get install bubblewrap tmux" >&2; exit 1; fi; }
+	    echo "installing Debian packages:$$missing"; export DEBIAN_FRONTEND=noninteractive; \
+	    apt-get install -y -qq $$missing >/dev/null || { apt-get update -qq && apt-get install -y -qq $$missing >/dev/null; }; \
+	  else echo "missing Debian packages:$$missing (sudo apt-get install$$missing)" >&2; exit 1; fi; fi
+endef
+
+sandbox-deps:
+	$(call apt_install,$(SANDBOX_PKGS))
+
+engines:
+	$(call apt_install,$(ENGINE_PKGS))
 
 demo: setup sandbox-deps
 	$(BIN)/python -m horizon.demo --configfile $(DEMO_CONFIG) --cores $(CORES)
 
-test: setup
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+# every engine must run here: a missing one fails its tests instead of skipping them
+test: setup engines
+	HORIZON_REQUIRE_ENGINES=1 $(BIN)/python -m pytest $(PYTEST_ARGS)
+
+check: setup lint
+	$(BIN)/python -m pytest -q -m "not engine and not slow" tests/unit tests/dag $(PYTEST_ARGS)
 
 lint: setup
 	$(BIN)/ruff check src tests bench workflow/scripts
 	$(BIN)/ruff format --check src tests bench workflow/scripts
+	$(BIN)/snakefmt --check Snakefile workflow/rules
+	$(BIN)/snakemake --lint
 
 # The paper grid, as a Slurm user would see it (nothing runs).
 dryrun: setup
 	$(BIN)/snakemake --profile slurm -n -q rules
+
+# The image every rule runs in with --sdm apptainer (software.container): needs Docker and Apptainer.
+image:
+	docker build -f envs/Dockerfile.gpu -t horizon:local .
+	apptainer build envs/horizon.sif docker-daemon://horizon:local

@@ -2,7 +2,7 @@
 #
 #   snakemake -n                                   # the paper grid (config.yaml), dry-run
 #   snakemake --profile slurm                      # ... on a Slurm GPU cluster
-#   snakemake --configfile demo/config.yaml -c2    # the study in miniature on a CPU (make demo)
+#   snakemake --configfile demo/config.yaml --profile demo/profile -c2   # the study in miniature (make demo)
 from snakemake.utils import min_version
 
 min_version("9.0")
@@ -16,17 +16,15 @@ if not workflow.overwrite_configfiles:
 
 
 include: "workflow/rules/common.smk"
-
-
-rule all:
-    input:
-        all_targets(),
-    default_target: True
-
-
 include: "workflow/rules/corpus.smk"
 include: "workflow/rules/tokens.smk"
 include: "workflow/rules/train.smk"
 include: "workflow/rules/score.smk"
 include: "workflow/rules/rollout.smk"
 include: "workflow/rules/report.smk"
+
+
+rule all:
+    default_target: True
+    input:
+        all_targets(),

@@ -34,13 +34,13 @@ def main() -> None:
         proc, host = start_dockerd(root)
         os.environ["DOCKER_HOST"] = host
         try:
-            from horizon.agent import AgentConfig
-            from horizon.llm import ScriptedBackend
-            from horizon.prompts import Template
-            from horizon.rollout import LiveSandboxes, RunContext, run_attempt
-            from horizon.sandbox import SandboxSpec, toolchain
-            from horizon.sandbox.docker import build_base_image, client, ensure_image
-            from horizon.tasks import load_harbor
+            from horizon.eval.agent import AgentConfig
+            from horizon.eval.attempt import LiveSandboxes, RunContext, run_attempt
+            from horizon.eval.llm import ScriptedBackend
+            from horizon.eval.prompts import Template
+            from horizon.eval.sandbox import SandboxSpec, toolchain
+            from horizon.eval.sandbox.docker import build_base_image, client, ensure_image
+            from horizon.eval.tasks import load_harbor
             from horizon.terminus import Command, render_response
 
             t = time.monotonic()
@@ -79,7 +79,10 @@ def main() -> None:
                     {"toolchain": tools},
                     "bench",
                 )
-                recs = [run_attempt(task, i, 0, ctx, 0, LiveSandboxes(), None) for i in range(a.attempts)]
+                recs = [
+                    run_attempt(task, i, 0, ctx, 0, LiveSandboxes(), None).record.to_dict()
+                    for i in range(a.attempts)
+                ]
             assert all(r["success"] for r in recs), [r["failure_mode"] for r in recs]
             over = statistics.median(r["seconds"] - 0.1 for r in recs)
             parts = {

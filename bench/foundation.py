@@ -43,7 +43,7 @@ def bench_dryrun() -> None:
 
 
 def _write_corpus(path: Path, n: int, seed: int = 0) -> None:
-    from horizon.synthetic import corpus
+    from horizon.data.synthetic import corpus
 
     with open(path, "w") as fh:
         for row in corpus(n, seed=seed):
@@ -51,7 +51,8 @@ def _write_corpus(path: Path, n: int, seed: int = 0) -> None:
 
 
 def _normalized(tmp: Path, n: int) -> Path:
-    from horizon.corpus import download, normalize
+    from horizon.data.normalize import normalize
+    from horizon.data.sources import download
 
     src = tmp / f"corpus-{n}.jsonl"
     _write_corpus(src, n)
@@ -64,9 +65,9 @@ def _normalized(tmp: Path, n: int) -> Path:
 def bench_tokenize(n: int = 96) -> None:
     import pyarrow.parquet as pq
 
-    from horizon.chat import KEEP_THINKING_TEMPLATE
-    from horizon.tokenizer import build_qwen_tokenizer, load
-    from horizon.tokens import tokenize_shard
+    from horizon.data.chat import KEEP_THINKING_TEMPLATE
+    from horizon.data.tokenizer import build_qwen_tokenizer, load
+    from horizon.data.tokens import tokenize_shard
 
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
@@ -108,7 +109,7 @@ def _peak_rss_mb(code: str) -> float:
 
 
 def bench_memory(n: int = 64) -> None:
-    from horizon.tokenizer import build_qwen_tokenizer
+    from horizon.data.tokenizer import build_qwen_tokenizer
 
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
@@ -118,12 +119,12 @@ def bench_memory(n: int = 64) -> None:
             src = tmp / f"corpus-{size}.jsonl"
             _write_corpus(src, size, seed=size)
             norm = (
-                f"from horizon.corpus import download, normalize\n"
+                f"from horizon.data.normalize import normalize\nfrom horizon.data.sources import download\n"
                 f"download('{src}', '{tmp}/raw-{size}')\n"
                 f"normalize('{tmp}/raw-{size}/manifest.json', '{tmp}/t-{size}.parquet', '{tmp}/q-{size}.parquet', '{tmp}/s-{size}.json', batch_rows=16)"
             )
             tok = (
-                f"from horizon.tokens import tokenize_shard\n"
+                f"from horizon.data.tokens import tokenize_shard\n"
                 f"tokenize_shard('{tmp}/t-{size}.parquet', '{tmp}/qwen', '{tmp}/k-{size}.parquet', 0, 1, batch_rows=16, threads=2)"
             )
             # batches of 16 rows: both sizes hold many batches, so a flat peak means streaming works

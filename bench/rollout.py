@@ -24,12 +24,13 @@ def main() -> None:
     ap.add_argument("--attempts", type=int, default=16)
     a = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
-    from horizon.agent import AgentConfig
-    from horizon.llm import ScriptedBackend
-    from horizon.prompts import Template
-    from horizon.rollout import LiveSandboxes, RunContext, run_attempt, run_repeat
-    from horizon.sandbox import toolchain
-    from horizon.tasks import load_harbor
+    from horizon.eval.agent import AgentConfig
+    from horizon.eval.attempt import LiveSandboxes, RunContext, run_attempt
+    from horizon.eval.llm import ScriptedBackend
+    from horizon.eval.prompts import Template
+    from horizon.eval.rollout import run_repeat
+    from horizon.eval.sandbox import toolchain
+    from horizon.eval.tasks import load_harbor
     from horizon.terminus import Command, render_response
 
     task = load_harbor(REPO / "demo" / "tasks" / "word-count")
@@ -42,7 +43,7 @@ def main() -> None:
     template = Template.load(REPO / "demo" / "prompt.yaml")
     with toolchain.temporary() as tools:
         ctx = RunContext("local", ScriptedBackend(ans), template, AgentConfig(), [], {"toolchain": tools})
-        recs = [run_attempt(task, i, 0, ctx, 0, LiveSandboxes(), None) for i in range(8)]
+        recs = [run_attempt(task, i, 0, ctx, 0, LiveSandboxes(), None).record.to_dict() for i in range(8)]
         assert all(r["success"] for r in recs)
         over = [r["seconds"] - waits for r in recs]
         parts = {

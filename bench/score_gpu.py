@@ -31,7 +31,7 @@ def main() -> None:
     from transformers import AutoModelForCausalLM, Qwen3Config
 
     from bench.train_gpu import SHAPES
-    from horizon.score import Scorer, window_targets
+    from horizon.score.scorer import Scorer, window_targets
 
     name = torch.cuda.get_device_name(0)
     peak = (a.peak_tflops or (989.0 if ("H100" in name or "H200" in name) else 312.0)) * 1e12

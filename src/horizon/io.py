@@ -1,4 +1,4 @@
-"""Small I/O helpers shared by every stage: atomic outputs, JSON/parquet writing, logging set-up.
+"""Small I/O helpers shared by every stage: atomic outputs, JSON/CSV/parquet writing, the journal of\nresumable stages, tar archives, logging set-up.
 
 Every output of the workflow is complete or absent: it is written under a temporary name in the
 same directory and moved into place with os.replace (atomic on POSIX within one filesystem).
@@ -7,12 +7,15 @@ same directory and moved into place with os.replace (atomic on POSIX within one 
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import logging
+import math
 import os
 import shutil
 import sys
-from collections.abc import Iterator
+import threading
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -49,8 +52,7 @@ def _remove(p: Path) -> None:
 
 
 def write_json(path: str | Path, obj: Any) -> None:
-    with atomic_path(path) as tmp:
-        tmp.write_text(json.dumps(obj, indent=2, sort_keys=True, default=_json_default) + "\n")
+    write_text(path, json.dumps(obj, indent=2, sort_keys=True, default=_json_default) + "\n")
 
 
 def _json_default(o: Any) -> Any:
@@ -121,15 +123,95 @@ def die_with_parent() -> None:
         os._exit(1)
 
 
-def write_csv(path: str | Path, rows: list[dict]) -> None:
-    """Rows of dicts as CSV, atomically; floats with 6 significant digits."""
+def _csv_cell(v: Any) -> Any:
+    if isinstance(v, float):
+        return "" if math.isnan(v) else f"{v:.6g}"
+    return v
+
+
+def csv_text(rows: list[dict]) -> str:
+    """Rows of dicts as CSV text: columns in first-seen order, floats with 6 significant digits,
+    NaN as an empty cell (the one CSV convention of every table and summary)."""
     import csv
 
-    with atomic_path(path) as tmp, open(tmp, "w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=list(rows[0]) if rows else [])
-        w.writeheader()
-        for r in rows:
-            w.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in r.items()})
+    if not rows:
+        return ""
+    buf = io.StringIO()
+    keys = list(dict.fromkeys(k for row in rows for k in row))
+    w = csv.DictWriter(buf, fieldnames=keys, lineterminator="\n")
+    w.writeheader()
+    for r in rows:
+        w.writerow({k: _csv_cell(v) for k, v in r.items()})
+    return buf.getvalue()
+
+
+def write_csv(path: str | Path, rows: list[dict]) -> None:
+    """`csv_text(rows)` written atomically."""
+    write_text(path, csv_text(rows))
+
+
+def write_text(path: str | Path, text: str) -> None:
+    with atomic_path(path) as tmp:
+        tmp.write_text(text)
+
+
+class Journal:
+    """Append-only JSON lines beside a stage's output: the resumable state of a long stage.
+
+    A killed job keeps every line it wrote (flushed and fsynced); a line cut by the kill ends the
+    reading, so what follows it is redone. Appends are serialised, so threads may share a journal.
+    """
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self._fh = None
+        self._lock = threading.Lock()
+
+    def read(self) -> list[dict]:
+        out = []
+        if self.path.exists():
+            for line in self.path.read_text().splitlines():
+                try:
+                    out.append(json.loads(line))
+                except json.JSONDecodeError:
+                    break  # cut by a kill: everything before it is complete
+        return out
+
+    def append(self, records: Iterable[dict]) -> None:
+        text = "".join(json.dumps(r) + "\n" for r in records)
+        with self._lock:
+            if self._fh is None:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                self._fh = open(self.path, "a")
+            self._fh.write(text)
+            self._fh.flush()
+            os.fsync(self._fh.fileno())
+
+    def close(self) -> None:
+        with self._lock:
+            if self._fh is not None:
+                self._fh.close()
+                self._fh = None
+
+    def remove(self) -> None:
+        self.close()
+        self.path.unlink(missing_ok=True)
+
+    def __enter__(self) -> Journal:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def tar_bytes(src: str | Path, arcname: str) -> bytes:
+    """A file or directory as an uncompressed tar archive in memory, under `arcname`."""
+    import tarfile
+
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        tar.add(str(src), arcname=arcname)
+    return buf.getvalue()
 
 
 def pyplot():

@@ -8,7 +8,7 @@ import pytest
 from snakemake_executor_plugin_slurm.submit_string import get_submit_command
 from snakemake_executor_plugin_slurm.utils import set_gres_string
 
-from horizon.launch import launch_command
+from horizon.train.launch import launch_command
 from tests.helpers import REPO, snakemake
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from horizon.metrics import read_attempts
+from horizon.report.metrics import read_attempts
 from tests.engine_fixtures import sandbox_processes
 from tests.helpers import BIN, DEMO_TASKS, REPO, snakemake, tiny_demo_config
 

@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from horizon.tokens import TOKENS_SCHEMA
+from horizon.data.tokens import TOKENS_SCHEMA
 
 pytestmark = pytest.mark.slow
 
@@ -45,7 +45,7 @@ def test_killed_shard_resumes_without_loss_or_duplicates(tiny_corpus, tmp_path):
     )
     pq.write_table(pool, tmp_path / "pool.parquet")
     call = (
-        f"from horizon.score import score_shard; score_shard('{tmp_path}/pool.parquet', ['{shard}'], "
+        f"from horizon.score.scorer import score_shard; score_shard('{tmp_path}/pool.parquet', ['{shard}'], "
         f"'{tiny_corpus}/student', '{{out}}', {h1}, {h2}, 0, 1, batch_tokens={h2}, write_every=1)"
     )
     killed = tmp_path / "killed" / "shard-000.parquet"

@@ -13,8 +13,8 @@ import pytest
 import torch
 
 from horizon import config as hc
-from horizon.launch import train_model
-from horizon.train import Collator, Examples, TrainSpec
+from horizon.train.examples import Collator, Examples, TrainSpec
+from horizon.train.launch import train_model
 from tests.helpers import REPO, snakemake, write_config
 
 pytestmark = pytest.mark.slow

@@ -5,11 +5,11 @@ import time
 
 import pytest
 
-from horizon.agent import AgentConfig
-from horizon.llm import ScriptedBackend
-from horizon.prompts import Template
-from horizon.rollout import LiveSandboxes, RunContext, run_attempt
-from horizon.tasks import load_benchmark, load_harbor, load_tb1
+from horizon.eval.agent import AgentConfig
+from horizon.eval.attempt import LiveSandboxes, RunContext, run_attempt
+from horizon.eval.llm import ScriptedBackend
+from horizon.eval.prompts import Template
+from horizon.eval.tasks import load_benchmark, load_harbor, load_tb1
 from horizon.terminus import Command, render_response
 from tests.engine_fixtures import sandbox_processes
 from tests.helpers import FIXTURES, REPO
@@ -34,9 +34,9 @@ def attempt(tools, answers, task=HELLO, timeout=None, **agent_kw):
         [r"(?i)no such file"],
         {"toolchain": tools},
     )
-    rec = run_attempt(task, 0, 0, ctx, seed=0, live=LiveSandboxes(), transcript=None, keep_messages=True)
+    out = run_attempt(task, 0, 0, ctx, seed=0, live=LiveSandboxes(), transcript=None)
     assert sandbox_processes() == []  # always torn down
-    return rec
+    return {**out.record.to_dict(), "messages": out.messages}
 
 
 SOLVE = [answer("echo hello > /app/out.txt\n"), answer(done=True), answer(done=True)]

@@ -4,9 +4,10 @@ import json
 
 import pytest
 
-from horizon.collect import collect
-from horizon.corpus import download, normalize
-from horizon.tasks import write_manifest
+from horizon.data.normalize import normalize
+from horizon.data.sources import download
+from horizon.eval.collect import collect
+from horizon.eval.tasks import write_manifest
 from tests.helpers import REPO
 
 pytestmark = pytest.mark.engine

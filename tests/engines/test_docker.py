@@ -9,13 +9,13 @@ import time
 
 import pytest
 
-from horizon.agent import AgentConfig
-from horizon.llm import ScriptedBackend
-from horizon.prompts import Template
-from horizon.rollout import LiveSandboxes, RunContext, run_attempt
-from horizon.sandbox import SandboxSpec
-from horizon.sandbox.docker import DockerSandbox, client, ensure_image
-from horizon.tasks import load_harbor, load_tb1
+from horizon.eval.agent import AgentConfig
+from horizon.eval.attempt import LiveSandboxes, RunContext, run_attempt
+from horizon.eval.llm import ScriptedBackend
+from horizon.eval.prompts import Template
+from horizon.eval.sandbox import SandboxSpec
+from horizon.eval.sandbox.docker import DockerSandbox, client, ensure_image
+from horizon.eval.tasks import load_harbor, load_tb1
 from horizon.terminus import Command, render_response
 from tests.helpers import FIXTURES, REPO
 
@@ -45,7 +45,8 @@ def attempt(tools, answers, task):
     ctx = RunContext(
         "docker", ScriptedBackend(answers), TEMPLATE, AgentConfig(), [], {"toolchain": tools}, "t"
     )
-    return run_attempt(task, 0, 0, ctx, 0, LiveSandboxes(), None, keep_messages=True)
+    out = run_attempt(task, 0, 0, ctx, 0, LiveSandboxes(), None)
+    return {**out.record.to_dict(), "messages": out.messages}
 
 
 @pytest.mark.parametrize("fmt", ["harbor", "tb1"])
@@ -99,11 +100,12 @@ def test_image_cache_labels_limits_and_no_network(dockerd, tools):
 
 JOB = r"""
 import sys
-from horizon.agent import AgentConfig
-from horizon.llm import ScriptedBackend
-from horizon.prompts import Template
-from horizon.rollout import RunContext, run_repeat
-from horizon.tasks import load_harbor
+from horizon.eval.agent import AgentConfig
+from horizon.eval.llm import ScriptedBackend
+from horizon.eval.prompts import Template
+from horizon.eval.attempt import RunContext
+from horizon.eval.rollout import run_repeat
+from horizon.eval.tasks import load_harbor
 from horizon.terminus import Command, render_response
 ans = lambda c, done=False, d=0.2: render_response("a", "p", [Command(c, d)] if c else [], done, reasoning="r")
 script = [ans("sleep 30\n", d=30), ans("echo hello > /app/out.txt\n"), ans(None, True), ans(None, True)]
@@ -139,7 +141,7 @@ def test_sigterm_mid_attempt_leaves_no_container(dockerd, tools, tmp_path):
 
 
 def test_sweep_removes_stale_containers_of_the_same_run(dockerd, tools):
-    from horizon.sandbox.docker import sweep
+    from horizon.eval.sandbox.docker import sweep
 
     spec = SandboxSpec(
         name="stale",

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from horizon.sandbox import SandboxError, SandboxSpec
-from horizon.sandbox.local import LocalSandbox
+from horizon.eval.sandbox import SandboxError, SandboxSpec
+from horizon.eval.sandbox.local import LocalSandbox
 from tests.engine_fixtures import sandbox_processes
 
 pytestmark = pytest.mark.engine
@@ -80,7 +80,7 @@ def test_fork_bomb_is_contained_and_torn_down(local_engine, tools):
         s.exec("bash -c ':(){ :|:& };:' ; sleep 1", timeout=5)
         # the host can still start processes: the sandbox's uid hit its own limit only
         assert subprocess.run(["true"]).returncode == 0
-        from horizon.sandbox.local import _user_processes
+        from horizon.eval.sandbox.local import _user_processes
 
         if os.geteuid() == 0:  # each sandbox has its own uid: the bomb is capped at max_processes
             assert 10 < _user_processes(s.uid) <= 64
@@ -113,7 +113,7 @@ def test_stop_leaves_nothing_running(local_engine, tools):
 
 
 def test_the_grader_toolchain_needs_nothing_from_the_host(sb):
-    from horizon.sandbox.toolchain import GRADER_ENV
+    from horizon.eval.sandbox.toolchain import GRADER_ENV
 
     r = sb.exec(
         [

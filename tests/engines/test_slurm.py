@@ -34,8 +34,7 @@ def slurm(tmp_path_factory):
         ("sbatch", "slurm-client"),
         ("munged", "munge"),
     ):
-        if not shutil.which(binary) and not Path(f"/usr/sbin/{binary}").exists():
-            ensure_debian_package(binary, pkg)
+        ensure_debian_package(binary, pkg)
     scratch = tmp_path_factory.mktemp("slurm")
     scratch.chmod(0o755)
     host = socket.gethostname().split(".")[0]

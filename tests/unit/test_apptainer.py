@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from horizon.sandbox import SandboxError, SandboxSpec
-from horizon.sandbox.apptainer import ApptainerSandbox
+from horizon.eval.sandbox import SandboxError, SandboxSpec
+from horizon.eval.sandbox.apptainer import ApptainerSandbox
 
 
 def sandbox(**kw):

@@ -1,6 +1,8 @@
 import pytest
 
 from horizon import config as hc
+from horizon.grid import Grid, ModelName, rho_token
+from horizon.score.select import keep_count
 from tests.helpers import REPO, deep_update
 
 PAPER = hc.load(REPO / "config.yaml")
@@ -26,20 +28,31 @@ def test_paper_grid_values_and_defaults():
 
 
 def test_grid_models_in_table_order():
-    names = hc.model_names(PAPER)
+    names = Grid.from_config(PAPER).model_names
     assert names[:5] == ["base", "single-K4096", "single-K8192", "single-K12288", "single-K16384"]
     refine = [n for n in names if n.startswith("refine-")]
     assert len(refine) == 2 * (3 * 3 + 1)
     assert "refine-H12288-top-25" in refine and "refine-H16384-all-100" in refine
-    assert hc.theta1(PAPER) == "single-K8192"
+    assert str(Grid.from_config(PAPER).theta1) == "single-K8192"
 
 
 @pytest.mark.parametrize(
     "override, key, allowed",
     [
         ({"refine": {"h1": 8192, "h2": [8192]}}, "refine.h2[0]", "H1 < H2"),
-        ({"refine": {"h1": 8192, "h2": [12288], "rho": [0.0]}}, "refine.rho[0]", "0 < rho <= 1"),
-        ({"refine": {"h1": 8192, "h2": [12288], "rho": [1.5]}}, "refine.rho[0]", "0 < rho <= 1"),
+        (
+            {"refine": {"h1": 8192, "h2": [12288], "rho": [0.0]}},
+            "refine.rho[0]",
+            "less than or equal to the minimum of 0",
+        ),
+        (
+            {"refine": {"h1": 8192, "h2": [12288], "rho": [1.5]}},
+            "refine.rho[0]",
+            "greater than the maximum of 1",
+        ),
+        ({"refine": {"h1": 8192, "h2": [12288], "rho": [0.5, 0.5]}}, "refine.rho", "non-unique"),
+        ({"horizons": [4096, 4096]}, "horizons", "non-unique"),
+        ({"resources": {"rollout": {"threads": 1}}}, "resources", "profile"),
         (
             {"refine": {"h1": 8192, "h2": [12288], "selections": ["middle"]}},
             "refine.selections[0]",
@@ -72,14 +85,39 @@ def test_missing_required_key():
         hc.validate(cfg)
 
 
-def test_duplicate_percentages_rejected():
-    with pytest.raises(hc.ConfigError, match="same percentage"):
-        hc.validate(deep_update(raw_paper(), {"refine": {"h1": 8192, "h2": [12288], "rho": [0.25, 0.251]}}))
+def test_rho_is_carried_as_configured():
+    """The path token is lossless and the selection reads the configured value back (0.333 keeps 34 of 100)."""
+    cfg = hc.validate(deep_update(raw_paper(), {"refine": {"h1": 8192, "h2": [12288], "rho": [0.25, 0.251, 0.333]},
+                                                "report": {"paired": []}}))  # fmt: skip
+    grid = Grid.from_config(cfg)
+    names = [str(s.model) for s in grid.subsets]
+    assert (
+        "refine-H12288-top-25" in names
+        and "refine-H12288-top-25.1" in names
+        and "refine-H12288-top-33.3" in names
+    )
+    assert grid.subset(12288, "top", "33.3").rho == 0.333 and keep_count(0.333, 100) == 34
+    assert [rho_token(r) for r in (0.25, 0.5, 1.0, 0.125, 0.001)] == ["25", "50", "100", "12.5", "0.1"]
+
+
+def test_model_grammar_round_trips():
+    for name in [
+        "base",
+        "single-K4096",
+        "refine-H16384-top-25",
+        "refine-H640-all-100",
+        "refine-H12288-random-33.3",
+    ]:
+        assert str(ModelName.parse(name)) == name
+    for bad in ["single-4096", "refine-H1-best-25", "refine-H1-top-", "Base"]:
+        with pytest.raises(ValueError, match="not a model name"):
+            ModelName.parse(bad)
+    assert ModelName.parse("refine-H640-top-50").label == "two-stage H2=640 top 50%"
 
 
 def test_keep_count_is_ceil_and_float_safe():
-    assert hc.keep_count(0.25, 10) == 3
-    assert hc.keep_count(0.5, 10) == 5
-    assert hc.keep_count(0.3, 10) == 3  # 0.3*10 = 3.0000000000000004 must not become 4
-    assert hc.keep_count(1.0, 7) == 7
-    assert hc.pct(0.29) == 29
+    assert keep_count(0.25, 10) == 3
+    assert keep_count(0.5, 10) == 5
+    assert keep_count(0.3, 10) == 3  # 0.3*10 = 3.0000000000000004 must not become 4
+    assert keep_count(1.0, 7) == 7
+    assert rho_token(0.29) == "29"

@@ -6,7 +6,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from horizon.corpus import CorpusError, download, normalize
+from horizon.data.normalize import normalize
+from horizon.data.sources import CorpusError, download
 from tests.helpers import CORPUS_SAMPLE, fixture_rows
 
 GOOD = fixture_rows()[0]  # completed, with a parse error and its recovery

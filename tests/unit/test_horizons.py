@@ -2,8 +2,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from horizon.horizons import heldout_ids, horizon_row, pool_table, step_starts, write_horizon
-from horizon.tokens import iter_row_range, shard_range
+from horizon.data.horizons import heldout_ids, horizon_row, pool_table, step_starts, write_horizon
+from horizon.data.tokens import iter_row_range, shard_range
 
 # turn:  0 0 0 | 1 1 1 1 | 2 2 | 3 3 3 | 4 4
 # role:  0 0 0 | 0 1 1 1 | 0 0 | 0 1 1 | 0 1   (assistant turns 1, 3 and 4; header token role 0)
@@ -34,7 +34,7 @@ def test_adjacent_assistant_turns_count_separately():
 
 
 def _shard(tmp_path, rows):
-    from horizon.tokens import TOKENS_SCHEMA
+    from horizon.data.tokens import TOKENS_SCHEMA
 
     table = pa.Table.from_pylist(
         [

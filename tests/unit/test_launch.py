@@ -1,7 +1,7 @@
 import sys
 
-from horizon.launch import launch_command, slurm_nodes
-from horizon.train import last_complete_checkpoint
+from horizon.train.launch import launch_command, slurm_nodes
+from horizon.train.worker import last_complete_checkpoint
 
 
 def test_single_node_cpu_and_gpu():
@@ -14,7 +14,7 @@ def test_single_node_cpu_and_gpu():
         "--standalone",
         "--nnodes=1",
         "-m",
-        "horizon.train",
+        "horizon.train.worker",
         "spec.json",
     ]
     assert "--nproc-per-node=8" in launch_command(
@@ -28,7 +28,7 @@ def test_multi_node_under_slurm_uses_srun_and_c10d_on_the_first_node():
     assert cmd[:4] == ["srun", "--nodes=2", "--ntasks-per-node=1", "--kill-on-bad-exit=1"]
     assert "--nproc-per-node=8" in cmd and "--nnodes=2" in cmd and "--rdzv-backend=c10d" in cmd
     assert "--rdzv-endpoint=gpu07:30734" in cmd and "--rdzv-id=1234" in cmd
-    assert cmd[-3:] == ["-m", "horizon.train", "/r/spec.json"]
+    assert cmd[-3:] == ["-m", "horizon.train.worker", "/r/spec.json"]
     assert slurm_nodes({"SLURM_JOB_NUM_NODES": "4"}) == 1  # not inside a Slurm job
 
 

@@ -5,8 +5,8 @@ import sys
 
 import pytest
 
-from horizon.chat import ChatSerializer
-from horizon.llm import BackendError, CompletionsBackend, TransformersBackend, VLLMServer
+from horizon.data.chat import ChatSerializer
+from horizon.eval.llm import BackendError, CompletionsBackend, TransformersBackend, VLLMServer
 from horizon.terminus import parse_response
 from tests.helpers import FIXTURES, fixture_rows
 

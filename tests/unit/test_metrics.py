@@ -8,8 +8,9 @@ import subprocess
 
 import pytest
 
-from horizon.metrics import IncompleteResults, build_cell, pass_at_k, repeat_stats
-from horizon.report import Table, fmt, load_cells, paired_markdown, reliability
+from horizon.report.metrics import IncompleteResults, build_cell, pass_at_k, repeat_stats
+from horizon.report.render import Table, fmt
+from horizon.report.tables import load_cells, paired_markdown, reliability
 
 TASKS = ["t0", "t1", "t2", "t3", "t4", "t5"]
 S = [8, 0, 1, 2, 6, 4]  # successes per task, out of 8
@@ -58,7 +59,7 @@ def test_pass_at_k_matches_brute_force():
 def test_infra_errors_are_excluded_not_failures():
     st = repeat_stats(records(S, infra=[("t1", 0), ("t0", 7)]), TASKS, 8, [1])
     assert st["infra_errors"] == 2 and st["success_attempts"] == 20  # t0's 8th success was an infra error
-    assert st["_n"]["t0"] == 7 and st["_n"]["t1"] == 7
+    assert st.n["t0"] == 7 and st.n["t1"] == 7
 
 
 def test_reactive_and_proactive():
@@ -125,17 +126,17 @@ def test_mean_and_sample_sd_over_repeats_and_tidy_csv(tmp_path):
 
 
 def test_paired_decomposition_sums_to_the_aggregate(tmp_path):
-    a = build_cell("a", "tb", write_repeats(tmp_path, "a", "tb", [S, S]), TASKS, 8, 2, [1])
+    a = build_cell("single-K8", "tb", write_repeats(tmp_path, "single-K8", "tb", [S, S]), TASKS, 8, 2, [1])
     b = build_cell(
-        "b",
+        "single-K16",
         "tb",
-        write_repeats(tmp_path, "b", "tb", [[6, 3, 1, 5, 6, 0], [7, 3, 2, 5, 6, 0]]),
+        write_repeats(tmp_path, "single-K16", "tb", [[6, 3, 1, 5, 6, 0], [7, 3, 2, 5, 6, 0]]),
         TASKS,
         8,
         2,
         [1],
     )
-    from horizon.metrics import paired
+    from horizon.report.metrics import paired
 
     p = paired(a, b)
     assert sum(d for _, d in p["better"]) + sum(d for _, d in p["worse"]) == pytest.approx(p["aggregate"])

@@ -1,6 +1,6 @@
 import pytest
 
-from horizon.prompts import Template, extract
+from horizon.eval.prompts import Template, extract
 from tests.helpers import REPO, fixture_rows
 
 

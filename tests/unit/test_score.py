@@ -6,9 +6,9 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 
-from horizon.horizons import pool_table, write_horizon
-from horizon.score import Scorer, score_shard, window_targets
-from horizon.select import select
+from horizon.data.horizons import pool_table, write_horizon
+from horizon.score.scorer import Scorer, score_shard, window_targets
+from horizon.score.select import select
 
 
 def naive_window_mean(model_dir, ids, roles, h1, h2):
@@ -88,7 +88,7 @@ def test_score_shard_cases(tiny_corpus, toks, tmp_path):
 
 
 def test_nan_score_stops_with_the_traj_id(tiny_corpus, toks, tmp_path, monkeypatch):
-    import horizon.score as hs
+    import horizon.score.scorer as hs
 
     tid, (ids, roles, _) = next(iter(toks.items()))
     pq.write_table(
@@ -146,7 +146,7 @@ def test_random_is_reproducible_nested_and_seed_dependent():
 
 
 def test_subset_files_are_byte_identical(tmp_path):
-    from horizon.select import write_subset
+    from horizon.score.select import write_subset
 
     pq.write_table(
         pa.Table.from_pylist([{**r, "n_window_tokens": 1} for r in SCORES]), tmp_path / "s.parquet"

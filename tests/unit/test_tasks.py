@@ -1,6 +1,6 @@
 import pytest
 
-from horizon.tasks import TaskError, load_benchmark, load_harbor, load_tb1, parse_pytest_summary
+from horizon.eval.tasks import TaskError, load_benchmark, load_harbor, load_tb1, parse_pytest_summary
 from tests.helpers import FIXTURES
 
 

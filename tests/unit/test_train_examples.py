@@ -5,8 +5,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from horizon.tokens import TOKENS_SCHEMA
-from horizon.train import Examples, TrainSpec, build_examples, collate
+from horizon.data.tokens import TOKENS_SCHEMA
+from horizon.train.examples import Examples, TrainSpec, build_examples, collate
 
 TRAIN = {"epochs": 1}
 

@@ -1,28 +1,30 @@
-# Config validation, paths, wildcard constraints and input functions shared by every rule.
+# Config validation, the grid, paths, wildcard constraints and input functions shared by every rule.
 # Keep this cheap: every Slurm job re-parses the Snakefile.
 import os
 from pathlib import Path
 
-# horizon is importable in every job, also inside conda environments that hold only its dependencies
-os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (f"{workflow.basedir}/src", os.environ.get("PYTHONPATH")) if p)
+# horizon is importable in every job (it is set here, not read: jobs inherit it), also inside a
+# container that holds only its dependencies
+os.environ.update(
+    PYTHONPATH=os.pathsep.join(p for p in (f"{workflow.basedir}/src", os.environ.get("PYTHONPATH")) if p)
+)
 
 import horizon.config as hc
+from horizon.grid import Grid, wildcard_pattern, RHO, SINGLE, REFINE
 
 config.update(hc.validate(config, Path(workflow.basedir) / "workflow/schemas/config.schema.yaml"))
 
+G = Grid.from_config(config)
 R = config["results"]
 SCRIPTS = "../scripts"
-ENVS = "../../envs"
-HORIZONS = config["horizons"]
-H1 = config["refine"]["h1"]
-H2S = config["refine"]["h2"]
-SUBSETS = hc.subsets(config)
-MODELS = hc.model_names(config)
-BENCHES = list(config["eval"]["benchmarks"])
-REPEATS = list(range(config["eval"]["repeats"]))
+MODELS = G.model_names
 TOKEN_SHARDS = [f"{R}/tokens/shard-{i:03d}.parquet" for i in range(config["tokenize"]["shards"])]
 SCORE_SHARDS = config["score"]["shards"]
-GPU_CONTAINER = config["software"]["container"]  # used with --sdm apptainer (None: no container)
+
+
+# One image for every rule, used with `--sdm apptainer` (README: Software); without it, rules run
+# in the environment Snakemake runs in.
+container: config["software"]["container"]
 
 
 wildcard_constraints:
@@ -31,15 +33,15 @@ wildcard_constraints:
     h1=r"\d+",
     h2=r"\d+",
     selection=r"top|bottom|random|all",
-    pct=r"\d+",
-    model=r"base|single-K\d+|refine-H\d+-(top|bottom|random|all)-\d+",
+    rho=RHO,
+    model=wildcard_pattern(),
     bench=r"[A-Za-z0-9_.-]+",
     repeat=r"\d+",
 
 
-def res(rule_name, key, default):
-    """A per-rule resource from config `resources:` (local runs), else the rule's default."""
-    return config["resources"].get(rule_name, {}).get(key, default)
+def timing(stage, name):
+    """The `benchmark:` file of a job: results/logs/timing/<stage>/<name>.tsv (the demo sums them by stage)."""
+    return f"{R}/logs/timing/{stage}/{name}.tsv"
 
 
 # The student: an HF id is fetched once (on the login node) into the HF cache; a local directory is
@@ -60,11 +62,6 @@ def corpus_source_input():
     return []
 
 
-def benchmark_dir(bench):
-    b = config["eval"]["benchmarks"][bench]
-    return b["path"] if "path" in b else f"{R}/benchmarks/{bench}"
-
-
 def model_dir(wildcards):
     return STUDENT if wildcards.model == "base" else f"{R}/models/{wildcards.model}"
 
@@ -73,12 +70,16 @@ def prompt_template():
     return config["eval"]["prompt_template"] or f"{R}/corpus/prompt_template.yaml"
 
 
+def subset_file(s):
+    return f"{R}/subsets/H{s.h2}/{s.name}.parquet"
+
+
 def rollouts(model=None, bench=None):
     paths = [
         f"{R}/rollouts/{m}/{b}/r{r}/attempts.jsonl"
         for m in ([model] if model else MODELS)
-        for b in ([bench] if bench else BENCHES)
-        for r in REPEATS
+        for b in ([bench] if bench else G.benches)
+        for r in G.repeats
     ]
     if config["report"]["allow_partial"]:  # tables from what exists now
         paths = [p for p in paths if Path(p).exists()]
@@ -87,17 +88,15 @@ def rollouts(model=None, bench=None):
 
 def trained_models():
     """Model directories (each holds timing.json; a file inside a directory output cannot be an input)."""
-    return [f"{R}/models/{m}" for m in MODELS if m != "base"]
-
-
-TABLES = ["reliability", "cost", "behaviour", "budget", "tasks"]
+    return [f"{R}/models/{m}" for m in G.models if m.trained]
 
 
 def all_targets():
     return [
         *[f"{R}/tables/{t}.md" for t in TABLES],
         *[f"{R}/tables/paired-{a}-vs-{b}.md" for a, b in config["report"]["paired"]],
-        *[f"{R}/figures/passk-{b}.png" for b in BENCHES],
+        *[f"{R}/figures/passk-{b}.png" for b in G.benches],
         f"{R}/subsets/summary.csv",
         f"{R}/diagnostics/bias.csv",
+        *[f"{R}/horizons/K{k}.parquet" for k in G.horizons],  # what each horizon keeps, per trajectory
     ]

@@ -7,16 +7,16 @@ rule download:
         corpus_source_input(),
     output:
         f"{R}/corpus/raw/manifest.json",
+    log:
+        f"{R}/logs/download.log",
+    benchmark:
+        timing("corpus", "download")
+    localrule: True
     params:
         source=config["corpus"]["source"],
         configs=config["corpus"]["configs"],
         patterns=config["corpus"]["config_patterns"],
         revision=config["corpus"]["revision"],
-    log:
-        f"{R}/logs/download.log",
-    localrule: True
-    conda:
-        f"{ENVS}/data.yaml"
     script:
         f"{SCRIPTS}/download.py"
 
@@ -29,16 +29,13 @@ rule normalize:
         trajectories=f"{R}/corpus/trajectories.parquet",
         quarantine=f"{R}/corpus/quarantine.parquet",
         stats=f"{R}/corpus/stats.json",
-    params:
-        confirmation=config["corpus"]["confirmation_pattern"],
     log:
         f"{R}/logs/normalize.log",
+    benchmark:
+        timing("corpus", "normalize")
     threads: 1
-    resources:
-        mem_mb=res("normalize", "mem_mb", 8000),
-        runtime=res("normalize", "runtime", 240),
-    conda:
-        f"{ENVS}/data.yaml"
+    params:
+        confirmation=config["corpus"]["confirmation_pattern"],
     script:
         f"{SCRIPTS}/normalize.py"
 
@@ -49,15 +46,15 @@ rule student:
         student_build_output(),
     output:
         STUDENT,
+    log:
+        f"{R}/logs/student.log",
+    benchmark:
+        timing("corpus", "student")
+    localrule: True
     params:
         model=config["student"]["model"],
         revision=config["student"]["revision"],
         tokenizer=config["student"]["tokenizer"],
-    log:
-        f"{R}/logs/student.log",
-    localrule: True
-    conda:
-        f"{ENVS}/data.yaml"
     script:
         f"{SCRIPTS}/student.py"
 
@@ -70,13 +67,13 @@ if config["student"].get("build"):
             f"{R}/corpus/trajectories.parquet",
         output:
             directory(config["student"]["model"]),
+        log:
+            f"{R}/logs/build_student.log",
+        benchmark:
+            timing("corpus", "build_student")
         params:
             build=config["student"]["build"],
             seed=config["seed"],
-        log:
-            f"{R}/logs/build_student.log",
-        conda:
-            f"{ENVS}/train.yaml"
         script:
             f"{SCRIPTS}/build_student.py"
 
@@ -90,15 +87,15 @@ if config["corpus"].get("collect"):
             template=config["eval"]["prompt_template"] or [],
         output:
             config["corpus"]["source"],
+        log:
+            f"{R}/logs/collect_corpus.log",
+        benchmark:
+            timing("corpus", "collect_corpus")
+        threads: config["corpus"]["collect"]["concurrency"]
         params:
             collect=config["corpus"]["collect"],
             sandbox=config["eval"]["sandbox"],
             options=config["eval"]["sandbox_options"],
             seed=config["seed"],
-        log:
-            f"{R}/logs/collect_corpus.log",
-        threads: config["corpus"]["collect"]["concurrency"]
-        conda:
-            f"{ENVS}/rollout.yaml"
         script:
             f"{SCRIPTS}/collect.py"

@@ -1,112 +1,55 @@
 # Tables and figures: the single target users ask for. Each table builds only what it needs.
 # With report.allow_partial, they are made from the rollouts that exist (partial rows are marked).
 
-MANIFESTS = [f"{R}/benchmarks/{b}/tasks.json" for b in BENCHES]
-EVAL_PARAMS = dict(eval=config["eval"], report=config["report"], seed=config["seed"], benches=BENCHES)
+MANIFESTS = [f"{R}/benchmarks/{b}/tasks.json" for b in G.benches]
+EVAL_PARAMS = dict(eval=config["eval"], report=config["report"], seed=config["seed"], benches=G.benches)
+SUBSET_MODELS = [str(s.model) for s in G.subsets]
+
+# One rule per table, all from this definition: its inputs and the models it shows (a builder of
+# the same name in horizon.report.tables makes it).
+TABLES = {
+    "reliability": dict(input=dict(rollouts=rollouts(), manifests=MANIFESTS), models=MODELS),
+    "cost": dict(input=dict(models=trained_models()), models=[]),
+    "behaviour": dict(input=dict(rollouts=rollouts(), manifests=MANIFESTS), models=MODELS),
+    "budget": dict(
+        input=dict(
+            rollouts=[r for m in SUBSET_MODELS for r in rollouts(model=m)],
+            manifests=MANIFESTS,
+            summary=f"{R}/subsets/summary.csv",
+        ),
+        models=SUBSET_MODELS,
+    ),
+    "tasks": dict(input=dict(rollouts=rollouts(), manifests=MANIFESTS), models=MODELS),
+}
 
 
-rule table_reliability:
-    input:
-        rollouts=rollouts(),
-        manifests=MANIFESTS,
-    output:
-        md=report(f"{R}/tables/reliability.md", category="Tables", caption="../report/reliability.rst"),
-        csv=f"{R}/tables/reliability.csv",
-        tex=f"{R}/tables/reliability.tex",
-    params:
-        table="reliability",
-        models=MODELS,
-        **EVAL_PARAMS,
-    log:
-        f"{R}/logs/report/reliability.log",
-    localrule: True
-    conda:
-        f"{ENVS}/report.yaml"
-    script:
-        f"{SCRIPTS}/report.py"
+for _table, _spec in TABLES.items():
 
-
-rule table_behaviour:
-    input:
-        rollouts=rollouts(),
-        manifests=MANIFESTS,
-    output:
-        md=report(f"{R}/tables/behaviour.md", category="Tables", caption="../report/behaviour.rst"),
-        csv=f"{R}/tables/behaviour.csv",
-        tex=f"{R}/tables/behaviour.tex",
-    params:
-        table="behaviour",
-        models=MODELS,
-        **EVAL_PARAMS,
-    log:
-        f"{R}/logs/report/behaviour.log",
-    localrule: True
-    conda:
-        f"{ENVS}/report.yaml"
-    script:
-        f"{SCRIPTS}/report.py"
-
-
-rule table_tasks:
-    input:
-        rollouts=rollouts(),
-        manifests=MANIFESTS,
-    output:
-        md=report(f"{R}/tables/tasks.md", category="Tables", caption="../report/tasks.rst"),
-        csv=f"{R}/tables/tasks.csv",
-        tex=f"{R}/tables/tasks.tex",
-    params:
-        table="tasks",
-        models=MODELS,
-        **EVAL_PARAMS,
-    log:
-        f"{R}/logs/report/tasks.log",
-    localrule: True
-    conda:
-        f"{ENVS}/report.yaml"
-    script:
-        f"{SCRIPTS}/report.py"
-
-
-rule table_budget:
-    input:
-        rollouts=[r for s in SUBSETS for r in rollouts(model=s.model)],
-        manifests=MANIFESTS,
-        summary=f"{R}/subsets/summary.csv",
-    output:
-        md=report(f"{R}/tables/budget.md", category="Tables", caption="../report/budget.rst"),
-        csv=f"{R}/tables/budget.csv",
-        tex=f"{R}/tables/budget.tex",
-    params:
-        table="budget",
-        models=[s.model for s in SUBSETS],
-        **EVAL_PARAMS,
-    log:
-        f"{R}/logs/report/budget.log",
-    localrule: True
-    conda:
-        f"{ENVS}/report.yaml"
-    script:
-        f"{SCRIPTS}/report.py"
-
-
-rule table_cost:
-    input:
-        models=trained_models(),
-    output:
-        md=report(f"{R}/tables/cost.md", category="Tables", caption="../report/cost.rst"),
-        csv=f"{R}/tables/cost.csv",
-        tex=f"{R}/tables/cost.tex",
-    params:
-        table="cost",
-        h1=H1,
-    log:
-        f"{R}/logs/report/cost.log",
-    localrule: True
-    conda:
-        f"{ENVS}/report.yaml"
-    script:
-        f"{SCRIPTS}/report.py"
+    rule:
+        name:
+            f"table_{_table}"
+        input:
+            **_spec["input"],
+        output:
+            md=report(
+                f"{R}/tables/{_table}.md",
+                category="Tables",
+                caption=f"../report/{_table}.rst",
+            ),
+            csv=f"{R}/tables/{_table}.csv",
+            tex=f"{R}/tables/{_table}.tex",
+        log:
+            f"{R}/logs/report/{_table}.log",
+        benchmark:
+            timing("report", f"report/{_table}")
+        localrule: True
+        params:
+            **EVAL_PARAMS,
+            table=_table,
+            models=_spec["models"],
+            h1=G.h1,
+        script:
+            f"{SCRIPTS}/report.py"
 
 
 rule figures:
@@ -114,19 +57,35 @@ rule figures:
         rollouts=rollouts(),
         manifests=MANIFESTS,
     output:
-        passk=[report(f"{R}/figures/passk-{b}.png", category="Figures", caption="../report/passk.rst") for b in BENCHES],
-        heatmap=[
-            report(f"{R}/figures/tasks-{b}.png", category="Figures", caption="../report/heatmap.rst") for b in BENCHES
+        passk=[
+            report(
+                f"{R}/figures/passk-{b}.png",
+                category="Figures",
+                caption="../report/passk.rst",
+            )
+            for b in G.benches
         ],
-        episodes=report(f"{R}/figures/episodes.png", category="Figures", caption="../report/episodes.rst"),
-    params:
-        models=MODELS,
-        **EVAL_PARAMS,
+        heatmap=[
+            report(
+                f"{R}/figures/tasks-{b}.png",
+                category="Figures",
+                caption="../report/heatmap.rst",
+            )
+            for b in G.benches
+        ],
+        episodes=report(
+            f"{R}/figures/episodes.png",
+            category="Figures",
+            caption="../report/episodes.rst",
+        ),
     log:
         f"{R}/logs/report/figures.log",
+    benchmark:
+        timing("report", "report/figures")
     localrule: True
-    conda:
-        f"{ENVS}/report.yaml"
+    params:
+        **EVAL_PARAMS,
+        models=MODELS,
     script:
         f"{SCRIPTS}/figures.py"
 
@@ -136,18 +95,22 @@ rule paired:
         rollouts=lambda wc: rollouts(model=wc.a) + rollouts(model=wc.b),
         manifests=MANIFESTS,
     output:
-        report(f"{R}/tables/paired-{{a}}-vs-{{b}}.md", category="Tables", caption="../report/paired.rst"),
-    params:
-        a=lambda wc: wc.a,
-        b=lambda wc: wc.b,
-        **EVAL_PARAMS,
-    wildcard_constraints:
-        a=r"base|single-K\d+|refine-H\d+-(top|bottom|random|all)-\d+",
-        b=r"base|single-K\d+|refine-H\d+-(top|bottom|random|all)-\d+",
+        report(
+            f"{R}/tables/paired-{{a}}-vs-{{b}}.md",
+            category="Tables",
+            caption="../report/paired.rst",
+        ),
     log:
         f"{R}/logs/report/paired-{{a}}-vs-{{b}}.log",
+    benchmark:
+        timing("report", "report/paired-{a}-vs-{b}")
+    wildcard_constraints:
+        a=wildcard_pattern(),
+        b=wildcard_pattern(),
     localrule: True
-    conda:
-        f"{ENVS}/report.yaml"
+    params:
+        **EVAL_PARAMS,
+        a=lambda wc: wc.a,
+        b=lambda wc: wc.b,
     script:
         f"{SCRIPTS}/paired.py"

@@ -7,15 +7,15 @@ rule benchmark:
     """Check a benchmark's task directories (and fetch them first if they live on the hub)."""
     output:
         f"{R}/benchmarks/{{bench}}/tasks.json",
+    log:
+        f"{R}/logs/benchmark/{{bench}}.log",
+    benchmark:
+        timing("corpus", "benchmark/{bench}")
+    localrule: True
     params:
         bench=lambda wc: config["eval"]["benchmarks"][wc.bench],
         name=lambda wc: wc.bench,
         dest=lambda wc: f"{R}/benchmarks/{wc.bench}",
-    log:
-        f"{R}/logs/benchmark/{{bench}}.log",
-    localrule: True
-    conda:
-        f"{ENVS}/rollout.yaml"
     script:
         f"{SCRIPTS}/benchmark.py"
 
@@ -26,13 +26,13 @@ rule prompt_template:
         f"{R}/corpus/trajectories.parquet",
     output:
         f"{R}/corpus/prompt_template.yaml",
-    params:
-        confirmation=config["corpus"]["confirmation_pattern"],
     log:
         f"{R}/logs/prompt_template.log",
+    benchmark:
+        timing("corpus", "prompt_template")
     localrule: True
-    conda:
-        f"{ENVS}/data.yaml"
+    params:
+        confirmation=config["corpus"]["confirmation_pattern"],
     script:
         f"{SCRIPTS}/prompt_template.py"
 
@@ -46,22 +46,18 @@ rule rollout:
         template=prompt_template(),
     output:
         f"{R}/rollouts/{{model}}/{{bench}}/r{{repeat}}/attempts.jsonl",
+    log:
+        f"{R}/logs/rollout/{{model}}/{{bench}}/r{{repeat}}.log",
+    benchmark:
+        timing("rollout", "rollout/{model}/{bench}/r{repeat}")
+    threads: 2
     params:
-        eval=config["eval"],
+        # the job's settings (not the benchmark list: adding a benchmark reruns no other rollout)
+        eval={k: v for k, v in config["eval"].items() if k != "benchmarks"},
         seed=config["seed"],
         signatures=config["report"]["error_signatures"],
         model=lambda wc: wc.model,
         bench=lambda wc: wc.bench,
         repeat=lambda wc: int(wc.repeat),
-    log:
-        f"{R}/logs/rollout/{{model}}/{{bench}}/r{{repeat}}.log",
-    threads: res("rollout", "threads", 2)
-    resources:
-        mem_mb=res("rollout", "mem_mb", 8000),
-        runtime=res("rollout", "runtime", 720),
-    conda:
-        f"{ENVS}/rollout.yaml"
-    container:
-        GPU_CONTAINER
     script:
         f"{SCRIPTS}/rollout.py"

@@ -6,38 +6,36 @@ rule score:
     input:
         pool=f"{R}/horizons/pool-H{{h1}}-{{h2}}.parquet",
         tokens=TOKEN_SHARDS,
-        theta1=f"{R}/models/single-K{{h1}}",
+        theta1=f"{R}/models/{G.theta1}",
     output:
         f"{R}/scores/H{{h1}}-{{h2}}/shard-{{i}}.parquet",
+    log:
+        f"{R}/logs/score/H{{h1}}-{{h2}}/shard-{{i}}.log",
+    benchmark:
+        timing("score", "score/H{h1}-{h2}/shard-{i}")
+    threads: 2
     params:
         shards=SCORE_SHARDS,
         h1=lambda wc: int(wc.h1),
         h2=lambda wc: int(wc.h2),
         score=config["score"],
-    log:
-        f"{R}/logs/score/H{{h1}}-{{h2}}/shard-{{i}}.log",
-    threads: res("score", "threads", 2)
-    resources:
-        mem_mb=res("score", "mem_mb", 16000),
-        runtime=res("score", "runtime", 600),
-    conda:
-        f"{ENVS}/train.yaml"
-    container:
-        GPU_CONTAINER
     script:
         f"{SCRIPTS}/score.py"
 
 
 rule merge_scores:
     input:
-        expand(f"{R}/scores/H{{{{h1}}}}-{{{{h2}}}}/shard-{{i:03d}}.parquet", i=range(SCORE_SHARDS)),
+        expand(
+            f"{R}/scores/H{{{{h1}}}}-{{{{h2}}}}/shard-{{i:03d}}.parquet",
+            i=range(SCORE_SHARDS),
+        ),
     output:
         f"{R}/scores/H{{h1}}-{{h2}}/scores.parquet",
     log:
         f"{R}/logs/score/H{{h1}}-{{h2}}/merge.log",
+    benchmark:
+        timing("score", "score/H{h1}-{h2}/merge")
     localrule: True
-    conda:
-        f"{ENVS}/data.yaml"
     script:
         f"{SCRIPTS}/merge_scores.py"
 
@@ -45,36 +43,37 @@ rule merge_scores:
 rule select:
     """Top / Bottom / Random ceil(rho*n) of the scored pool (or all of it)."""
     input:
-        scores=f"{R}/scores/H{H1}-{{h2}}/scores.parquet",
-        pool=f"{R}/horizons/pool-H{H1}-{{h2}}.parquet",
+        scores=f"{R}/scores/H{G.h1}-{{h2}}/scores.parquet",
+        pool=f"{R}/horizons/pool-H{G.h1}-{{h2}}.parquet",
     output:
-        f"{R}/subsets/H{{h2}}/{{selection}}-{{pct}}.parquet",
+        f"{R}/subsets/H{{h2}}/{{selection}}-{{rho}}.parquet",
+    log:
+        f"{R}/logs/select/H{{h2}}-{{selection}}-{{rho}}.log",
+    benchmark:
+        timing("score", "select/H{h2}-{selection}-{rho}")
+    localrule: True
     params:
         selection=lambda wc: wc.selection,
-        rho=lambda wc: int(wc.pct) / 100,
+        rho=lambda wc: G.subset(wc.h2, wc.selection, wc.rho).rho,  # as configured, not a rounded percentage
         seed=config["seed"],
-    log:
-        f"{R}/logs/select/H{{h2}}-{{selection}}-{{pct}}.log",
-    localrule: True
-    conda:
-        f"{ENVS}/data.yaml"
     script:
         f"{SCRIPTS}/select.py"
 
 
 rule subset_summary:
     input:
-        subsets=[f"{R}/subsets/H{s.h2}/{s.name}.parquet" for s in SUBSETS],
-        pools=[f"{R}/horizons/pool-H{H1}-{h2}.parquet" for h2 in H2S],
+        subsets=[subset_file(s) for s in G.subsets],
+        pools=[f"{R}/horizons/pool-H{G.h1}-{h2}.parquet" for h2 in G.h2s],
     output:
         f"{R}/subsets/summary.csv",
-    params:
-        subsets=[(s.h2, s.selection, s.pct) for s in SUBSETS],
     log:
         f"{R}/logs/select/summary.log",
+    benchmark:
+        timing("score", "select/summary")
     localrule: True
-    conda:
-        f"{ENVS}/data.yaml"
+    params:
+        subsets=[(s.h2, s.selection, s.rho) for s in G.subsets],
+        h2s=G.h2s,
     script:
         f"{SCRIPTS}/subset_summary.py"
 
@@ -82,33 +81,28 @@ rule subset_summary:
 rule diagnostics:
     """Per-step log-likelihood curves, the bias proxy B(H) and local difficulty (our reconstruction)."""
     input:
-        models=[f"{R}/models/single-K{k}" for k in HORIZONS],
+        models=[f"{R}/models/{m}" for m in G.models if m.kind == "single"],
         heldout=f"{R}/horizons/heldout.parquet",
-        pools=[f"{R}/horizons/pool-H{H1}-{h2}.parquet" for h2 in H2S],
-        subsets=[f"{R}/subsets/H{s.h2}/{s.name}.parquet" for s in SUBSETS],
+        pools=[f"{R}/horizons/pool-H{G.h1}-{h2}.parquet" for h2 in G.h2s],
+        subsets=[subset_file(s) for s in G.subsets],
         tokens=TOKEN_SHARDS,
     output:
         bias=f"{R}/diagnostics/bias.csv",
         curves=f"{R}/diagnostics/curves.parquet",
         local=report(f"{R}/figures/local_loglik.png", category="Diagnostics"),
         subsets=report(f"{R}/figures/subset_difficulty.png", category="Diagnostics"),
-    params:
-        horizons=HORIZONS,
-        diagnostics=config["diagnostics"],
-        h1=H1,
-        h2s=H2S,
-        subsets=[(s.h2, s.selection, s.pct) for s in SUBSETS],
-        score=config["score"],
-        seed=config["seed"],
     log:
         f"{R}/logs/diagnostics.log",
-    threads: res("score", "threads", 2)
-    resources:
-        mem_mb=res("score", "mem_mb", 16000),
-        runtime=res("score", "runtime", 600),
-    conda:
-        f"{ENVS}/train.yaml"
-    container:
-        GPU_CONTAINER
+    benchmark:
+        timing("score", "diagnostics")
+    threads: 2
+    params:
+        horizons=G.horizons,
+        diagnostics=config["diagnostics"],
+        h1=G.h1,
+        h2s=G.h2s,
+        subsets=[(s.h2, s.selection, s.token) for s in G.subsets],
+        score=config["score"],
+        seed=config["seed"],
     script:
         f"{SCRIPTS}/diagnostics.py"

@@ -8,17 +8,14 @@ rule tokenize:
         student=STUDENT,
     output:
         f"{R}/tokens/shard-{{i}}.parquet",
+    log:
+        f"{R}/logs/tokenize/shard-{{i}}.log",
+    benchmark:
+        timing("tokens", "tokenize/shard-{i}")
+    threads: config["tokenize"]["threads"]
     params:
         shards=config["tokenize"]["shards"],
         batch_rows=config["tokenize"]["batch_rows"],
-    log:
-        f"{R}/logs/tokenize/shard-{{i}}.log",
-    threads: config["tokenize"]["threads"]
-    resources:
-        mem_mb=res("tokenize", "mem_mb", 8000),
-        runtime=res("tokenize", "runtime", 120),
-    conda:
-        f"{ENVS}/data.yaml"
     script:
         f"{SCRIPTS}/tokenize.py"
 
@@ -31,11 +28,8 @@ rule horizons:
         f"{R}/horizons/K{{K}}.parquet",
     log:
         f"{R}/logs/horizons/K{{K}}.log",
-    resources:
-        mem_mb=res("horizons", "mem_mb", 8000),
-        runtime=res("horizons", "runtime", 60),
-    conda:
-        f"{ENVS}/data.yaml"
+    benchmark:
+        timing("tokens", "horizons/K{K}")
     script:
         f"{SCRIPTS}/horizons.py"
 
@@ -43,17 +37,17 @@ rule horizons:
 rule heldout:
     """Long trajectories kept out of training and scoring, for the diagnostics."""
     input:
-        f"{R}/horizons/K{max(HORIZONS)}.parquet",
+        f"{R}/horizons/K{max(G.horizons)}.parquet",
     output:
         f"{R}/horizons/heldout.parquet",
-    params:
-        min_tokens=max(HORIZONS),
-        n_heldout=config["split"]["heldout"],
-        seed=config["seed"],
     log:
         f"{R}/logs/heldout.log",
-    conda:
-        f"{ENVS}/data.yaml"
+    benchmark:
+        timing("tokens", "heldout")
+    params:
+        min_tokens=max(G.horizons),
+        n_heldout=config["split"]["heldout"],
+        seed=config["seed"],
     script:
         f"{SCRIPTS}/heldout.py"
 
@@ -68,7 +62,7 @@ rule pool:
         f"{R}/horizons/pool-H{{h1}}-{{h2}}.parquet",
     log:
         f"{R}/logs/pool/H{{h1}}-{{h2}}.log",
-    conda:
-        f"{ENVS}/data.yaml"
+    benchmark:
+        timing("tokens", "pool/H{h1}-{h2}")
     script:
         f"{SCRIPTS}/pool.py"

@@ -1,5 +1,5 @@
+from horizon.eval.tasks import write_manifest
 from horizon.io import setup_logging
-from horizon.tasks import write_manifest
 
 setup_logging(snakemake.log[0])
 b = snakemake.params.bench

@@ -1,6 +1,6 @@
-from horizon.collect import collect
+from horizon.eval.collect import collect
+from horizon.eval.sandbox import toolchain
 from horizon.io import setup_logging
-from horizon.sandbox import toolchain
 
 setup_logging(snakemake.log[0])
 c = snakemake.params.collect

@@ -1,5 +1,5 @@
-from horizon.diagnostics import run
 from horizon.io import setup_logging
+from horizon.score.diagnostics import run
 
 setup_logging(snakemake.log[0])
 p = snakemake.params

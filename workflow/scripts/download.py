@@ -1,4 +1,4 @@
-from horizon.corpus import download
+from horizon.data.sources import download
 from horizon.io import setup_logging
 
 setup_logging(snakemake.log[0])

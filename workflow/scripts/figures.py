@@ -1,5 +1,5 @@
 from horizon.io import setup_logging
-from horizon.report import write_figures
+from horizon.report.figures import write_figures
 
 setup_logging(snakemake.log[0])
 p = snakemake.params

@@ -1,5 +1,5 @@
 from horizon.io import setup_logging
-from horizon.score import merge
+from horizon.score.scorer import merge
 
 setup_logging(snakemake.log[0])
 merge(list(snakemake.input), snakemake.output[0])

@@ -1,4 +1,4 @@
-from horizon.corpus import normalize
+from horizon.data.normalize import normalize
 from horizon.io import setup_logging
 
 setup_logging(snakemake.log[0])

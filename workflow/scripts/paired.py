@@ -1,5 +1,5 @@
 from horizon.io import setup_logging
-from horizon.report import write_paired
+from horizon.report.tables import write_paired
 
 setup_logging(snakemake.log[0])
 p = snakemake.params

@@ -1,4 +1,4 @@
-from horizon.horizons import write_pool
+from horizon.data.horizons import write_pool
 from horizon.io import setup_logging
 
 setup_logging(snakemake.log[0])

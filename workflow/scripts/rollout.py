@@ -1,5 +1,6 @@
+from horizon.eval.rollout import rollout_job
+from horizon.eval.settings import EvalSettings
 from horizon.io import read_json, setup_logging
-from horizon.rollout import rollout_job
 
 setup_logging(snakemake.log[0])
 student = read_json(snakemake.input.student)
@@ -9,7 +10,7 @@ rollout_job(
     tokenizer_dir=student["tokenizer"],
     tasks_json=snakemake.input.tasks,
     template_path=snakemake.input.template,
-    eval_cfg=snakemake.params.eval,
+    settings=EvalSettings.from_config(snakemake.params.eval),
     seed=snakemake.params.seed,
     signatures=snakemake.params.signatures,
     model=model,

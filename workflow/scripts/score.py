@@ -1,5 +1,5 @@
 from horizon.io import setup_logging
-from horizon.score import score_shard
+from horizon.score.scorer import score_shard
 
 setup_logging(snakemake.log[0])
 cfg = snakemake.params.score

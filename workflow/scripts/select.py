@@ -1,5 +1,5 @@
 from horizon.io import setup_logging
-from horizon.select import write_subset
+from horizon.score.select import write_subset
 
 setup_logging(snakemake.log[0])
 write_subset(

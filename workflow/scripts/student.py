@@ -1,5 +1,5 @@
+from horizon.data.student import resolve
 from horizon.io import setup_logging
-from horizon.student import resolve
 
 setup_logging(snakemake.log[0])
 resolve(

@@ -1,8 +1,12 @@
-import re
-
+from horizon.grid import Subset
 from horizon.io import setup_logging
-from horizon.select import summary
+from horizon.score.select import summary
 
 setup_logging(snakemake.log[0])
-pools = {int(re.search(r"pool-H\d+-(\d+)\.parquet$", p).group(1)): p for p in snakemake.input.pools}
-summary(snakemake.params.subsets, list(snakemake.input.subsets), pools, snakemake.output[0])
+p = snakemake.params
+summary(
+    [Subset(*s) for s in p.subsets],
+    list(snakemake.input.subsets),
+    dict(zip(p.h2s, snakemake.input.pools)),
+    snakemake.output[0],
+)

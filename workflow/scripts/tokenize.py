@@ -1,5 +1,5 @@
+from horizon.data.tokens import tokenize_shard
 from horizon.io import read_json, setup_logging
-from horizon.tokens import tokenize_shard
 
 setup_logging(snakemake.log[0])
 tokenize_shard(

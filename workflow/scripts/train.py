@@ -1,21 +1,26 @@
-from horizon.io import read_json, setup_logging
-from horizon.launch import train_model
-from horizon.train import TrainSpec
+from pathlib import Path
 
+from horizon.io import read_json, setup_logging
+from horizon.train.examples import TrainSpec
+from horizon.train.launch import train_model
+
+# train_single starts from the student, refine from theta1's weights (fresh optimizer and schedule)
 setup_logging(snakemake.log[0])
 student = read_json(snakemake.input.student)
+name = Path(snakemake.output[0]).name
 train_model(
     TrainSpec(
-        name=f"single-K{snakemake.params.horizon}",
-        model_init=student["model"],
+        name=name,
+        model_init=snakemake.input.get("theta1", student["model"]),
         tokenizer=student["tokenizer"],
         token_shards=list(snakemake.input.tokens),
-        horizon=snakemake.params.horizon,
+        horizon=snakemake.params.horizon,  # supervise tokens 1..K (refine: 1..H2)
         output=snakemake.output[0],
-        checkpoints=snakemake.params.checkpoints,
+        checkpoints=f"{snakemake.params.checkpoints}/{name}",
         train=snakemake.params.train,
         seed=snakemake.params.seed,
-        exclude=snakemake.input.heldout,
+        include=snakemake.input.get("subset"),
+        exclude=snakemake.input.get("heldout"),
     ),
     threads=snakemake.threads,
     log_path=snakemake.log[0],

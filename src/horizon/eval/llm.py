@@ -1,0 +1,287 @@
+"""Model backends for the agent loop.
+
+Every backend sees the conversation serialized exactly as in training (our ChatML writer, every
+past `<think>` kept): the stock Qwen3 chat template drops past thinking, so evaluation must not go
+through it. The in-process backend generates from our serializer's token ids; the HTTP backend
+sends those same token ids to an OpenAI-compatible *completions* endpoint (vLLM accepts a list of
+token ids as the prompt), so no server-side template is involved at all.
+
+- TransformersBackend: in-process generation on CPU or GPU (tests, the demo).
+- CompletionsBackend: an OpenAI-compatible server (vLLM) at a base URL.
+- VLLMServer: starts `vllm serve <model dir>` on this job's GPU, waits for /health, and stops it
+  (process group: SIGTERM, then SIGKILL) even when the job fails.
+- ScriptedBackend: replays given answers (tests).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import signal
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+log = logging.getLogger("horizon.eval.llm")
+
+
+class BackendError(RuntimeError):
+    """The model backend failed (an infrastructure error, not the model's answer)."""
+
+
+@dataclass
+class Completion:
+    text: str
+    prompt_tokens: int
+    completion_tokens: int
+    finish_reason: str = "stop"
+
+
+class Backend:
+    def prompt_tokens(self, messages: Sequence[dict]) -> int:
+        raise NotImplementedError
+
+    def complete(
+        self, messages: Sequence[dict], seed: int, max_tokens: int, timeout: float | None = None
+    ) -> Completion:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        pass
+
+
+class _Serialized(Backend):
+    def __init__(self, tokenizer_dir: str | Path):
+        from horizon.data.chat import ChatSerializer
+        from horizon.data.tokenizer import load
+
+        self.tokenizer = load(tokenizer_dir)
+        self.serializer = ChatSerializer(self.tokenizer)
+        self.im_end = self.serializer.im_end
+
+    def prompt_ids(self, messages: Sequence[dict]) -> list[int]:
+        return self.serializer.prompt_ids(messages)
+
+    def prompt_tokens(self, messages: Sequence[dict]) -> int:
+        return len(self.prompt_ids(messages))
+
+
+class TransformersBackend(_Serialized):
+    """In-process generation; calls are serialised (one model, CPU-bound), sandboxes overlap."""
+
+    def __init__(
+        self,
+        model_dir: str | Path,
+        tokenizer_dir: str | Path,
+        temperature: float = 0.0,
+        top_p: float = 1.0,
+        device: str | None = None,
+    ):
+        import torch
+        from transformers import AutoModelForCausalLM
+
+        super().__init__(tokenizer_dir)
+        self.torch = torch
+        self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        dtype = torch.bfloat16 if self.device.startswith("cuda") else torch.float32
+        self.model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=dtype).to(self.device).eval()
+        self.temperature, self.top_p = temperature, top_p
+        self.lock = threading.Lock()
+
+    def complete(self, messages, seed, max_tokens, timeout=None) -> Completion:
+        torch = self.torch
+        ids = self.prompt_ids(messages)
+        with self.lock:
+            torch.manual_seed(seed)
+            x = torch.tensor([ids], device=self.device)
+            kw = (
+                {"do_sample": False}
+                if self.temperature <= 0
+                else {"do_sample": True, "temperature": self.temperature, "top_p": self.top_p}
+            )
+            with torch.inference_mode():
+                out = self.model.generate(
+                    x, attention_mask=torch.ones_like(x), max_new_tokens=max_tokens, eos_token_id=self.im_end,
+                    pad_token_id=self.tokenizer.pad_token_id, top_k=None, **kw)  # fmt: skip
+        new = out[0, len(ids) :].tolist()
+        finish = "length"
+        if self.im_end in new:
+            new = new[: new.index(self.im_end)]
+            finish = "stop"
+        text = self.tokenizer.decode(new, skip_special_tokens=False)
+        return Completion(text, len(ids), len(new) + (finish == "stop"), finish)
+
+
+class CompletionsBackend(_Serialized):
+    """An OpenAI-compatible /v1/completions endpoint, prompted with our serializer's token ids.
+
+    The `openai` client does the HTTP: retries with backoff on connection errors, 408/409/429 and
+    5xx (`retries`), timeouts per call. A prompt longer than the server's context is not an error
+    of the infrastructure: it ends the attempt (finish_reason context_length).
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        tokenizer_dir: str | Path,
+        model: str = "horizon",
+        temperature: float = 0.6,
+        top_p: float = 0.95,
+        api_key: str | None = None,
+        retries: int = 3,
+    ):
+        import openai
+
+        super().__init__(tokenizer_dir)
+        root = base_url.rstrip("/")
+        self.url = root if root.endswith("/v1") else root + "/v1"
+        self.model, self.temperature, self.top_p = model, temperature, top_p
+        self.client = openai.OpenAI(
+            base_url=self.url,
+            api_key=api_key or os.environ.get("OPENAI_API_KEY") or "none",
+            max_retries=retries,
+        )
+
+    def complete(self, messages, seed, max_tokens, timeout=None) -> Completion:
+        import openai
+
+        ids = self.prompt_ids(messages)
+        try:
+            out = self.client.completions.create(
+                model=self.model, prompt=ids, max_tokens=max_tokens, temperature=self.temperature,
+                top_p=self.top_p, seed=seed, timeout=timeout or 3600,
+                extra_body={"stop_token_ids": [self.im_end], "skip_special_tokens": False},
+            )  # fmt: skip
+        except openai.BadRequestError as e:
+            if "maximum context length" in str(e):
+                return Completion("", len(ids), 0, "context_length")
+            raise BackendError(f"{self.url}: {e}") from None
+        except openai.OpenAIError as e:
+            raise BackendError(f"{self.url}: {type(e).__name__}: {e}") from None
+        if not out.choices:
+            raise BackendError(f"{self.url}: the answer has no choices")
+        usage = out.usage
+        return Completion(
+            out.choices[0].text,
+            usage.prompt_tokens if usage else len(ids),
+            usage.completion_tokens if usage else 0,
+            out.choices[0].finish_reason or "stop",
+        )
+
+    def close(self) -> None:
+        self.client.close()
+
+
+class ScriptedBackend(Backend):
+    """Answers from a list (cycled) or a function of the conversation; for tests."""
+
+    def __init__(self, answers: Sequence[str] | Callable[[Sequence[dict]], str]):
+        self.answers = answers
+        self.calls = 0
+
+    def prompt_tokens(self, messages) -> int:
+        return sum(len(m["content"]) // 4 + 4 for m in messages)
+
+    def complete(self, messages, seed, max_tokens, timeout=None) -> Completion:
+        if callable(self.answers):
+            text = self.answers(messages)
+        else:
+            text = self.answers[self.calls % len(self.answers)]
+        self.calls += 1
+        return Completion(text, self.prompt_tokens(messages), len(text) // 4 + 1)
+
+
+def _healthy(url: str) -> bool:
+    """One probe of a server's health endpoint (the start-up poll, not an API call)."""
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(url, timeout=5) as r:
+            return r.status == 200
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class VLLMServer:
+    """`vllm serve` for one rollout job, on its GPU; always stopped, also when the job fails."""
+
+    def __init__(
+        self,
+        model_dir: str | Path,
+        context_length: int,
+        seed: int,
+        extra_args: Sequence[str] = (),
+        command: Sequence[str] = ("vllm", "serve"),
+        log_path: str | Path | None = None,
+        startup_timeout: float = 1800,
+        name: str = "horizon",
+    ):
+        self.model_dir, self.context_length, self.seed = str(model_dir), context_length, seed
+        self.extra, self.command, self.name = list(extra_args), list(command), name
+        self.log_path = Path(log_path) if log_path else None
+        self.startup_timeout = startup_timeout
+        self.proc: subprocess.Popen | None = None
+        self.port = free_port()
+        self.base_url = f"http://127.0.0.1:{self.port}"
+
+    def argv(self) -> list[str]:
+        return [*self.command, self.model_dir, "--host", "127.0.0.1", "--port", str(self.port),
+                "--served-model-name", self.name, "--max-model-len", str(self.context_length),
+                "--seed", str(self.seed), "--disable-log-requests", *self.extra]  # fmt: skip
+
+    def start(self) -> VLLMServer:
+        out = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL
+        log.info("starting %s", " ".join(self.argv()))
+        try:
+            self.proc = subprocess.Popen(
+                self.argv(), stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            )
+        except FileNotFoundError:
+            raise BackendError(
+                f"{self.command[0]} not found: install vLLM where rollouts run (the GPU image: envs/Dockerfile.gpu)"
+            ) from None
+        finally:
+            if out is not subprocess.DEVNULL:
+                out.close()  # the server holds its own descriptor
+        deadline = time.monotonic() + self.startup_timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise BackendError(
+                    f"vllm exited with {self.proc.returncode} before it was healthy (see {self.log_path})"
+                )
+            if _healthy(self.base_url + "/health"):
+                log.info("vllm healthy at %s", self.base_url)
+                return self
+            time.sleep(1 + random.random())
+        self.stop()
+        raise BackendError(f"vllm was not healthy within {self.startup_timeout:.0f} s")
+
+    def stop(self) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        try:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            self.proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+        except ProcessLookupError:
+            pass
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()

@@ -1,0 +1,245 @@
+"""Rollout jobs: every attempt of one model on one benchmark for one evaluation repeat.
+
+Each finished attempt is appended at once as one JSON line to attempts.partial.jsonl (a Journal:
+flushed and fsynced; not a Snakemake output, so a killed job keeps it) and its transcript is
+written next to it; a rerun skips the attempts already recorded. An infrastructure error
+(sandbox, tmux, backend) is retried up to eval.max_infra_retries times and, if it persists,
+recorded with failure_mode infra_error (the metrics exclude such attempts; they are never scored
+as plain failures). When every attempt is recorded, attempts.jsonl appears atomically, sorted by
+task and attempt.
+
+SIGTERM/SIGINT stop the job cleanly: running sandboxes are torn down before it exits.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from horizon.eval.agent import AgentConfig, episode_seed
+from horizon.eval.attempt import Cancelled, LiveSandboxes, RunContext, run_attempt
+from horizon.eval.llm import BackendError
+from horizon.eval.prompts import Template
+from horizon.eval.sandbox import SandboxError, sweep_run
+from horizon.eval.settings import Attempt, EvalSettings
+from horizon.eval.tasks import Task
+from horizon.eval.terminal import TerminalLost
+from horizon.io import Journal, write_text
+from horizon.progress import Progress
+
+log = logging.getLogger("horizon.eval.rollout")
+
+# infrastructure, not the model: retried, and recorded as infra_error if it persists (a bug in our
+# own code is not in this list: it stops the job loudly)
+INFRA = (SandboxError, BackendError, TerminalLost)
+
+
+@contextlib.contextmanager
+def _teardown_on_signals(live: LiveSandboxes) -> Iterator[None]:
+    """SIGTERM/SIGINT (Slurm's time limit, Ctrl-C) tear down every live sandbox, then interrupt the job."""
+
+    def handler(signum, frame):
+        log.warning("signal %d: tearing down %d sandbox(es)", signum, len(live.items))
+        live.stop_all()
+        raise KeyboardInterrupt
+
+    old = {}
+    if threading.current_thread() is threading.main_thread():
+        old = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    except BaseException:
+        live.stop_all()
+        raise
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+class _Repeat:
+    """The attempts of one repeat: what is recorded, what is left, and running one with retries."""
+
+    def __init__(
+        self, tasks, attempts, repeat, ctx, out_path, seed, max_infra_retries, seed_parts, on_record
+    ):
+        self.tasks, self.attempts, self.repeat, self.ctx = tasks, attempts, repeat, ctx
+        self.out_path, self.seed, self.retries, self.seed_parts = (
+            Path(out_path),
+            seed,
+            max_infra_retries,
+            seed_parts,
+        )
+        self.on_record = on_record
+        self.journal = Journal(self.out_path.with_name(self.out_path.stem + ".partial.jsonl"))
+        self.done: dict[tuple[str, int], Attempt] = {}
+        for rec in self.journal.read():
+            a = Attempt.from_dict(rec)
+            self.done[(a.task, a.attempt)] = a
+        self.live = LiveSandboxes()
+        self.lock = threading.Lock()
+        self.progress = Progress(f"rollout r{repeat}", len(tasks) * attempts, "attempts", logger=log)
+        self.progress.update(len(self.done))
+
+    def todo(self) -> list[tuple[Task, int]]:
+        return [(t, a) for t in self.tasks for a in range(self.attempts) if (t.id, a) not in self.done]
+
+    def _try(self, task: Task, attempt: int) -> Attempt | None:
+        transcript = self.out_path.parent / "transcripts" / task.id / f"attempt-{attempt}.json"
+        seed = episode_seed(self.seed, *self.seed_parts, self.repeat, task.id, attempt)
+        rec = None
+        for tries in range(self.retries + 1):
+            if self.live.cancelled.is_set():
+                return None
+            try:
+                return run_attempt(task, attempt, self.repeat, self.ctx, seed, self.live, transcript).record
+            except Cancelled:
+                return None
+            except INFRA as e:
+                if self.live.cancelled.is_set():
+                    return None
+                log.warning("%s attempt %d: infrastructure error (try %d/%d): %s",
+                            task.id, attempt, tries + 1, self.retries + 1, e)  # fmt: skip
+                rec = Attempt.infra_error(task.id, attempt, self.repeat, repr(e), tries + 1)
+        return rec
+
+    def one(self, task: Task, attempt: int) -> None:
+        rec = self._try(task, attempt)
+        if rec is None:
+            return
+        with self.lock:
+            self.journal.append([rec.to_dict()])
+            self.done[(task.id, attempt)] = rec
+            self.progress.update(1)
+            if self.on_record:
+                self.on_record(rec)
+
+    def finish(self) -> list[Attempt]:
+        """attempts.jsonl, sorted, once every attempt is recorded."""
+        self.progress.close()
+        missing = [(t.id, a) for t in self.tasks for a in range(self.attempts) if (t.id, a) not in self.done]
+        if missing:
+            raise RuntimeError(
+                f"{len(missing)} attempts were not recorded, e.g. {missing[:3]}; rerun to complete them"
+            )
+        records = sorted(self.done.values(), key=lambda r: (r.task, r.attempt))
+        write_text(self.out_path, "".join(json.dumps(r.to_dict()) + "\n" for r in records))
+        self.journal.remove()
+        infra = sum(1 for r in records if r.failure_mode == "infra_error")
+        ok = sum(1 for r in records if r.success)
+        log.info(
+            "repeat %d: %d/%d attempts succeeded (%d infra errors excluded)",
+            self.repeat,
+            ok,
+            len(records),
+            infra,
+        )
+        return records
+
+
+def run_repeat(
+    tasks: list[Task],
+    attempts: int,
+    repeat: int,
+    ctx: RunContext,
+    out_path: str | Path,
+    seed: int,
+    concurrency: int = 1,
+    max_infra_retries: int = 2,
+    seed_parts: tuple = (),
+    on_record: Callable[[Attempt], None] | None = None,
+) -> list[Attempt]:
+    Path(out_path).parent.mkdir(parents=True, exist_ok=True)
+    rep = _Repeat(tasks, attempts, repeat, ctx, out_path, seed, max_infra_retries, seed_parts, on_record)
+    todo = rep.todo()
+    if rep.done:
+        log.info("resuming: %d attempts recorded, %d to run", len(rep.done), len(todo))
+    try:
+        with _teardown_on_signals(rep.live):
+            if concurrency <= 1:
+                for t, a in todo:
+                    if rep.live.cancelled.is_set():
+                        break
+                    rep.one(t, a)
+            else:
+                with ThreadPoolExecutor(concurrency) as pool:
+                    for f in [pool.submit(rep.one, t, a) for t, a in todo]:
+                        f.result()
+    finally:
+        rep.journal.close()
+    return rep.finish()
+
+
+# ---------------------------------------------------------------------------------------------
+# the rollout job (one Snakemake job = one model x benchmark x repeat)
+
+
+def make_backend(settings: EvalSettings, model_dir: str, tokenizer_dir: str, seed: int, log_dir: Path | None):
+    """(backend, server or None) from the eval settings; the caller stops the server."""
+    from horizon.eval.llm import CompletionsBackend, TransformersBackend, VLLMServer
+
+    s = settings.sampling
+    if settings.backend == "transformers":
+        return TransformersBackend(model_dir, tokenizer_dir, s.temperature, s.top_p), None
+    if settings.backend == "openai":
+        model = settings.endpoint_model or "horizon"
+        return CompletionsBackend(settings.endpoint, tokenizer_dir, model, s.temperature, s.top_p), None
+    server = VLLMServer(model_dir, settings.context_length, seed, settings.vllm_args, command=settings.vllm_command,
+                        log_path=(log_dir / "vllm.log") if log_dir else None)  # fmt: skip
+    server.start()
+    try:
+        backend = CompletionsBackend(server.base_url, tokenizer_dir, server.name, s.temperature, s.top_p)
+    except BaseException:
+        server.stop()
+        raise
+    return backend, server
+
+
+def agent_config(settings: EvalSettings) -> AgentConfig:
+    return AgentConfig(
+        max_episodes=settings.max_episodes,
+        context_length=settings.context_length,
+        max_tokens=settings.sampling.max_tokens,
+        agent_timeout=settings.agent_timeout_s,
+        max_consecutive_parse_errors=settings.max_consecutive_parse_errors,
+    )
+
+
+def rollout_job(
+    model_dir: str,
+    tokenizer_dir: str,
+    tasks_json: str,
+    template_path: str,
+    settings: EvalSettings,
+    seed: int,
+    signatures: list[str],
+    model: str,
+    bench: str,
+    repeat: int,
+    out_path: str,
+) -> list[Attempt]:
+    from horizon.eval.sandbox import toolchain
+    from horizon.eval.tasks import read_manifest
+
+    tasks, errors = read_manifest(tasks_json)
+    for e in errors:
+        log.error("task %s skipped: %s: %s: %s", e["task"], e["file"], e["field"], e["message"])
+    run_id = f"{model}/{bench}/r{repeat}"
+    sweep_run(settings.sandbox, run_id)  # sandboxes of this very job left by a killed earlier run
+    with toolchain.temporary() as tools:
+        backend, server = make_backend(settings, model_dir, tokenizer_dir, seed, Path(out_path).parent)
+        try:
+            options = {"toolchain": tools, **settings.sandbox_options}
+            ctx = RunContext(settings.sandbox, backend, Template.load(template_path), agent_config(settings),
+                             signatures, options, run_id=run_id)  # fmt: skip
+            return run_repeat(tasks, settings.attempts, repeat, ctx, out_path, seed, settings.concurrency,
+                              settings.max_infra_retries, seed_parts=(model, bench))  # fmt: skip
+        finally:
+            if server is not None:
+                server.stop()
+            backend.close()

@@ -1,0 +1,96 @@
+"""Rendering of tables: one Table, written as Markdown, tidy CSV and LaTeX (booktabs).
+
+A table has blocks (one per benchmark) of rows, each row in a group (single-stage, two-stage, ...);
+`tidy` holds one dict per cell row for the CSV (the machine-readable form).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from horizon.io import csv_text, write_text
+
+DASH = "–"
+
+
+def fmt(mean: float, sd: float, digits: int = 1) -> str:
+    if mean is None or math.isnan(mean):
+        return DASH
+    s = f"{mean:.{digits}f}"
+    if sd is not None and not math.isnan(sd):
+        s += f" ± {sd:.{digits}f}"
+    return s
+
+
+def tex_escape(s: str) -> str:
+    return (
+        s.replace("\\", r"\textbackslash{}")
+        .replace("&", r"\&")
+        .replace("%", r"\%")
+        .replace("_", r"\_")
+        .replace("#", r"\#")
+        .replace("±", r"$\pm$")
+        .replace("≥", r"$\geq$")
+        .replace("–", "--")
+        .replace("s̄+", r"$\bar{s}^{+}$")
+    )
+
+
+class Table:
+    """A table with blocks (one per benchmark), written as Markdown, tidy CSV and LaTeX."""
+
+    def __init__(self, title: str, caption: str, columns: list[str]):
+        self.title, self.caption, self.columns = title, caption, columns
+        self.blocks: list[tuple[str, list[tuple[str, list[str]]]]] = []  # (heading, [(group, cells)])
+        self.tidy: list[dict] = []
+
+    def block(self, heading: str, rows: list[tuple[str, list[str]]]) -> None:
+        self.blocks.append((heading, rows))
+
+    def markdown(self) -> str:
+        out = [f"# {self.title}", "", self.caption, ""]
+        for heading, rows in self.blocks:
+            out += [
+                f"## {heading}",
+                "",
+                "| " + " | ".join(self.columns) + " |",
+                "|" + "|".join(["---"] + ["---:"] * (len(self.columns) - 1)) + "|",
+            ]
+            last = None
+            for group, cells in rows:
+                if group and group != last and len({g for g, _ in rows}) > 1:
+                    out.append(f"| *{group}* |" + " |" * (len(self.columns) - 1))
+                last = group
+                out.append("| " + " | ".join(cells) + " |")
+            out.append("")
+        return "\n".join(out)
+
+    def latex(self) -> str:
+        spec = "l" + "r" * (len(self.columns) - 1)
+        out = [
+            r"\begin{table}[t]",
+            r"\centering",
+            r"\small",
+            r"\caption{" + tex_escape(self.caption) + "}",
+            r"\begin{tabular}{" + spec + "}",
+            r"\toprule",
+            " & ".join(tex_escape(c) for c in self.columns) + r" \\",
+        ]
+        for heading, rows in self.blocks:
+            out += [
+                r"\midrule",
+                r"\multicolumn{" + str(len(self.columns)) + r"}{l}{\textit{" + tex_escape(heading) + r"}} \\",
+                r"\midrule",
+            ]
+            for _, cells in rows:
+                out.append(" & ".join(tex_escape(c) for c in cells) + r" \\")
+        out += [r"\bottomrule", r"\end{tabular}", r"\end{table}", ""]
+        return "\n".join(out)
+
+    def csv(self) -> str:
+        return csv_text(self.tidy)
+
+    def write(self, md: str | Path, csv_path: str | Path, tex: str | Path) -> None:
+        for path, text in ((md, self.markdown()), (csv_path, self.csv()), (tex, self.latex())):
+            write_text(path, text)

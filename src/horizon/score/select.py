@@ -1,0 +1,95 @@
+"""Subsets of the scored (H1, H2) pool: Top / Bottom / Random ceil(rho * n), or all of it.
+
+n counts the trajectories that have a score (at least one assistant token in the window). Top and
+Bottom order by score, ties broken by traj_id; Random is one seeded permutation of the scored
+trajectories (sorted by traj_id first, so the input order does not matter), and its rho subsets
+are nested like Top's and Bottom's. `all` keeps the whole pool, scored or not. Same inputs and
+seed: byte-identical files.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from horizon.grid import Subset, rho_token
+from horizon.io import write_csv, write_table
+
+log = logging.getLogger("horizon.score.select")
+
+SUBSET_SCHEMA = pa.schema([("traj_id", pa.string()), ("score", pa.float64()), ("rank", pa.int32())])
+
+
+def keep_count(rho: float | int, n: int) -> int:
+    """ceil(rho * n), robust to float noise (0.29 * 100 is 28.999...)."""
+    return min(n, math.ceil(round(rho * n, 9)))
+
+
+def select(scores: list[dict], selection: str, rho: float, seed: int) -> list[dict]:
+    """scores: rows with traj_id, score (None when unscored). Returns rows with rank 1..n."""
+    scored = sorted((r for r in scores if r["score"] is not None), key=lambda r: r["traj_id"])
+    if selection == "all":
+        unscored = sorted((r for r in scores if r["score"] is None), key=lambda r: r["traj_id"])
+        chosen = sorted(scored, key=lambda r: (-r["score"], r["traj_id"])) + unscored
+    else:
+        count = keep_count(rho, len(scored))
+        if selection == "top":
+            chosen = sorted(scored, key=lambda r: (-r["score"], r["traj_id"]))[:count]
+        elif selection == "bottom":
+            chosen = sorted(scored, key=lambda r: (r["score"], r["traj_id"]))[:count]
+        elif selection == "random":
+            order = np.random.default_rng(seed).permutation(len(scored))
+            chosen = [scored[i] for i in order[:count]]
+        else:
+            raise ValueError(f"unknown selection {selection!r} (allowed: top, bottom, random, all)")
+    return [{"traj_id": r["traj_id"], "score": r["score"], "rank": i + 1} for i, r in enumerate(chosen)]
+
+
+def write_subset(
+    scores_path: str | Path, selection: str, rho: float, seed: int, out_path: str | Path
+) -> list[dict]:
+    rows = pq.read_table(scores_path).to_pylist()
+    chosen = select(rows, selection, rho, seed)
+    n = sum(1 for r in rows if r["score"] is not None)
+    log.info("%s-%s: %d of %d scored trajectories", selection, rho_token(rho), len(chosen), n)
+    write_table(out_path, pa.Table.from_pylist(chosen, schema=SUBSET_SCHEMA))
+    return chosen
+
+
+def summary(
+    subsets: Sequence[Subset],
+    subset_paths: Sequence[str | Path],
+    pool_paths: dict[int, str | Path],
+    out_path: str | Path,
+) -> list[dict]:
+    """One row per subset: H2, selection, pct, n, mean score, mean length, mean window tokens."""
+    pools = {h2: {r["traj_id"]: r for r in pq.read_table(p).to_pylist()} for h2, p in pool_paths.items()}
+    out = []
+    for sub, path in zip(subsets, subset_paths):
+        rows = pq.read_table(path).to_pylist()
+        scores = [r["score"] for r in rows if r["score"] is not None]
+        pool = pools[sub.h2]
+        nan = float("nan")
+        out.append(
+            {
+                "H2": sub.h2,
+                "selection": sub.selection,
+                "pct": sub.token,
+                "n": len(rows),
+                "mean_score": float(np.mean(scores)) if scores else nan,
+                "mean_length": float(np.mean([pool[r["traj_id"]]["n_tokens"] for r in rows]))
+                if rows
+                else nan,
+                "mean_window_tokens": float(np.mean([pool[r["traj_id"]]["n_window_tokens"] for r in rows]))
+                if rows
+                else nan,
+            }
+        )
+    write_csv(out_path, out)
+    return out

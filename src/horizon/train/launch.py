@@ -1,0 +1,84 @@
+"""Start training workers: one code path for 1 CPU process, N GPUs and several nodes.
+
+The launching process (the rule's script) writes the examples and the spec once, then starts
+`torchrun -m horizon.train.worker SPEC` with as many processes per node as there are GPUs (or
+`train.cpu_processes` on a machine without GPUs, on gloo). Under Slurm with several nodes it
+starts one torchrun per node through srun, with the c10d rendezvous on the first node of the job
+(read from SLURM_JOB_NODELIST); the rule sets the `mpi` resource so that the executor does not
+wrap the job in its own `srun -n1`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+from horizon.train.examples import TrainSpec, build_examples
+
+log = logging.getLogger("horizon.train.launch")
+
+
+def slurm_nodes(env: dict) -> int:
+    if not env.get("SLURM_JOB_ID"):
+        return 1
+    return int(env.get("SLURM_JOB_NUM_NODES") or env.get("SLURM_NNODES") or 1)
+
+
+def first_node(env: dict) -> str:
+    """The first host of SLURM_JOB_NODELIST (scontrol expands ranges like gpu[01-04])."""
+    nodelist = env["SLURM_JOB_NODELIST"]
+    try:
+        out = subprocess.run(
+            ["scontrol", "show", "hostnames", nodelist], capture_output=True, text=True, check=True
+        )
+        return out.stdout.split()[0]
+    except (OSError, subprocess.CalledProcessError):
+        head = nodelist.split(",")[0]
+        if "[" in head:
+            prefix, rng = head.split("[", 1)
+            return prefix + rng.split("-")[0].split(",")[0].rstrip("]")
+        return head
+
+
+def launch_command(spec_path: str, env: dict, gpus: int, cpu_processes: int) -> list[str]:
+    nodes = slurm_nodes(env)
+    per_node = gpus if gpus > 0 else cpu_processes
+    torchrun = [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={per_node}"]
+    worker = ["-m", "horizon.train.worker", spec_path]
+    if nodes > 1:
+        port = 29500 + int(env["SLURM_JOB_ID"]) % 2000
+        return [
+            "srun", f"--nodes={nodes}", "--ntasks-per-node=1", "--kill-on-bad-exit=1",
+            *torchrun, f"--nnodes={nodes}", "--rdzv-backend=c10d",
+            f"--rdzv-endpoint={first_node(env)}:{port}", f"--rdzv-id={env['SLURM_JOB_ID']}",
+            *worker,
+        ]  # fmt: skip
+    return [*torchrun, "--standalone", "--nnodes=1", *worker]
+
+
+def train_model(spec: TrainSpec, threads: int = 1, log_path: str | None = None) -> None:
+    import torch
+
+    build_examples(spec)
+    ckpt = Path(spec.checkpoints)
+    ckpt.mkdir(parents=True, exist_ok=True)
+    spec_path = ckpt / "spec.json"
+    spec.save(spec_path)
+    gpus = torch.cuda.device_count()
+    env = dict(os.environ)
+    procs = gpus or spec.train["cpu_processes"]
+    env["OMP_NUM_THREADS"] = str(max(1, threads // procs))
+    env["TOKENIZERS_PARALLELISM"] = "false"
+    if log_path:
+        env["HORIZON_LOG"] = str(Path(log_path).resolve())
+    cmd = launch_command(str(spec_path), env, gpus, spec.train["cpu_processes"])
+    log.info("%s: %s", spec.name, shlex.join(cmd))
+    proc = subprocess.run(cmd, env=env)
+    if proc.returncode != 0:
+        raise RuntimeError(f"training {spec.name} failed (exit {proc.returncode}); its log says why")
+    if not Path(spec.output).is_dir():
+        raise RuntimeError(f"training {spec.name} ended without writing {spec.output}")

@@ -1,0 +1,265 @@
+"""The training worker: full-parameter SFT with the HF Trainer (+ DeepSpeed ZeRO-3), one process per rank.
+
+`torchrun -m horizon.train.worker SPEC.json` (started by horizon.train.launch) trains on the
+examples horizon.train.examples wrote. Resumable state lives in `checkpoints/` (HF checkpoints every `save_steps`, the examples file,
+the spec and the time segments); the final model directory appears atomically and complete, with
+timing.json, train_log.jsonl, training_args.json and examples.json.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import time
+from pathlib import Path
+
+from horizon.io import write_json
+from horizon.train.callbacks import progress_callback, record_segment, segment_callback, segments_path
+from horizon.train.examples import Collator, Examples, TrainSpec
+
+log = logging.getLogger("horizon.train.worker")
+
+REPO = Path(__file__).resolve().parents[3]
+DEEPSPEED_CONFIGS = {"zero3": REPO / "workflow" / "deepspeed" / "zero3.json"}
+
+
+# ---------------------------------------------------------------------------------------------
+# the worker
+
+
+def deepspeed_config(value: str | None) -> str | None:
+    if not value:
+        return None
+    path = DEEPSPEED_CONFIGS.get(value, Path(value))
+    if not Path(path).exists():
+        raise FileNotFoundError(
+            f"train.deepspeed: {value!r} is neither zero3 nor an existing DeepSpeed JSON file"
+        )
+    return str(path)
+
+
+def _checkpointing_args(enabled: bool) -> dict:
+    """Gradient (activation) checkpointing, under the argument name this transformers version uses."""
+    import inspect
+
+    from transformers import TrainingArguments
+
+    name = (
+        "activation_checkpointing"
+        if "activation_checkpointing" in inspect.signature(TrainingArguments).parameters
+        else "gradient_checkpointing"
+    )
+    return {name: enabled, f"{name}_kwargs": {"use_reentrant": False} if enabled else None}
+
+
+def training_arguments(spec: TrainSpec, on_cpu: bool):
+    from transformers import TrainingArguments
+
+    t = spec.train
+    return TrainingArguments(
+        output_dir=spec.checkpoints,
+        num_train_epochs=t["epochs"],
+        learning_rate=t["lr"],
+        lr_scheduler_type=t["scheduler"],
+        warmup_steps=t["warmup_ratio"],  # a float in [0, 1) is a ratio of the total steps
+        weight_decay=t["weight_decay"],
+        adam_beta1=t["adam_beta1"],
+        adam_beta2=t["adam_beta2"],
+        optim=t["optim"],
+        max_grad_norm=t["max_grad_norm"],
+        per_device_train_batch_size=t["per_device_batch"],
+        gradient_accumulation_steps=t["grad_accum"],
+        bf16=t["bf16"],
+        deepspeed=deepspeed_config(t["deepspeed"]),
+        **_checkpointing_args(t["gradient_checkpointing"]),
+        save_strategy="steps",
+        save_steps=t["save_steps"],
+        save_total_limit=t["save_total_limit"],
+        logging_steps=t["logging_steps"],
+        logging_first_step=True,
+        seed=spec.seed,
+        data_seed=spec.seed,
+        report_to=[],
+        disable_tqdm=True,
+        remove_unused_columns=False,
+        dataloader_num_workers=t["dataloader_workers"],
+        dataloader_pin_memory=not on_cpu,
+        include_num_input_tokens_seen="all",
+        use_cpu=on_cpu,
+        # gloo between CPU processes; a single process is not wrapped in DDP at all
+        ddp_backend="gloo" if on_cpu and int(os.environ.get("WORLD_SIZE", "1")) > 1 else None,
+        ddp_find_unused_parameters=False,
+        save_only_model=False,  # the optimizer and scheduler state are what makes a resume exact
+    )
+
+
+def make_trainer(spec: TrainSpec, callbacks: list | None = None):
+    """(trainer, tokenizer) for a spec: the one place where model, data and arguments meet."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer, Trainer
+
+    on_cpu = not torch.cuda.is_available()
+    if on_cpu and os.environ.get("OMP_NUM_THREADS"):
+        torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
+    args = training_arguments(spec, on_cpu)  # before from_pretrained: ZeRO-3 shards weights at load
+    _ = args.device  # initialises the process group now, so that zero.Init sees the whole world
+    if on_cpu and args.deepspeed:
+        # on CPU accelerate sets up torch.distributed (gloo) but not DeepSpeed's own comm layer
+        import deepspeed
+
+        deepspeed.init_distributed(dist_backend="gloo")
+    tokenizer = AutoTokenizer.from_pretrained(spec.tokenizer)
+    dtype = torch.bfloat16 if (spec.train["bf16"] and not on_cpu) else torch.float32
+    model = AutoModelForCausalLM.from_pretrained(
+        spec.model_init, dtype=dtype, attn_implementation=spec.train["attn_implementation"]
+    )
+    model.config.use_cache = False
+    trainer = Trainer(
+        model=model,
+        args=args,
+        train_dataset=Examples(spec.examples_path),
+        data_collator=Collator(tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0),
+        callbacks=callbacks or [],
+    )
+    from transformers.trainer_callback import PrinterCallback
+
+    trainer.remove_callback(PrinterCallback)  # a dict per step on stdout; our progress lines go to the log
+    return trainer, tokenizer
+
+
+def _rewind_train_log(log_path: Path, resume: str | None) -> None:
+    """The train log goes back to the checkpoint we resume from (later lines were not kept)."""
+    step0 = int(resume.rsplit("-", 1)[1]) if resume else 0
+    lines = log_path.read_text().splitlines() if log_path.exists() else []
+    log_path.write_text("".join(x + "\n" for x in lines if json.loads(x)["step"] <= step0))
+
+
+def _save_final(spec: TrainSpec, trainer, tokenizer, start: float, on_cpu: bool) -> None:
+    """Every rank saves into one partial directory; rank 0 completes it and moves it into place."""
+    final = Path(spec.output)
+    partial = final.with_name(final.name + ".partial")  # deterministic: every rank saves into it
+    if trainer.is_world_process_zero() and partial.exists():
+        shutil.rmtree(partial)
+    trainer.args.distributed_state.wait_for_everyone()
+    trainer.save_model(str(partial))  # collective under ZeRO-3 (16-bit weights gathered on rank 0)
+    if not trainer.is_world_process_zero():
+        return
+    tokenizer.save_pretrained(str(partial))
+    state = trainer.state
+    record_segment(spec, f"{start:.3f}", start, time.time(), state.num_input_tokens_seen, state.global_step)
+    _finalize(spec, partial, trainer, on_cpu)
+    _replace_dir(partial, final)
+    if not spec.train["keep_checkpoints"]:
+        # optimizer states are ~12 bytes/parameter: gone once the model is final
+        for ckpt in Path(spec.checkpoints).glob("checkpoint-*"):
+            shutil.rmtree(ckpt, ignore_errors=True)
+    log.info("%s: saved %s", spec.name, final)
+
+
+def run_worker(spec_path: str | Path) -> None:
+    """Train one model (called once per rank by torchrun)."""
+    import torch
+    import torch.distributed as dist
+
+    start = time.time()
+    spec = TrainSpec.load(spec_path)
+    on_cpu = not torch.cuda.is_available()
+    rank = int(os.environ.get("RANK", "0"))
+    log_path = Path(spec.checkpoints) / "train_log.jsonl"
+    resume = last_complete_checkpoint(Path(spec.checkpoints), remove_incomplete=rank == 0)
+    if rank == 0:
+        _rewind_train_log(log_path, resume)
+        log.info("%s: %s", spec.name, f"resuming from {resume}" if resume else "starting from scratch")
+    callbacks = [progress_callback(spec, log_path), segment_callback(spec, start)]
+    trainer, tokenizer = make_trainer(spec, callbacks)
+    trainer.train(resume_from_checkpoint=resume)
+    _save_final(spec, trainer, tokenizer, start, on_cpu)
+    trainer.args.distributed_state.wait_for_everyone()
+    if dist.is_available() and dist.is_initialized():
+        dist.barrier()
+        dist.destroy_process_group()
+
+
+def last_complete_checkpoint(ckpt_dir: Path, remove_incomplete: bool = False) -> str | None:
+    """The newest checkpoint-N that was written to the end (the trainer writes trainer_state.json last).
+
+    A job killed while saving leaves a partial checkpoint; resuming from it would fail or, worse,
+    mix states. It is removed (by rank 0) and the previous one is used.
+    """
+    if not ckpt_dir.exists():
+        return None
+    found = sorted(
+        (p for p in ckpt_dir.glob("checkpoint-*") if p.name.split("-")[-1].isdigit()),
+        key=lambda p: int(p.name.split("-")[-1]),
+    )
+    for p in reversed(found):
+        if (p / "trainer_state.json").exists():
+            return str(p)
+        log.warning("%s is incomplete (killed while saving?): not resuming from it", p)
+        if remove_incomplete:
+            shutil.rmtree(p, ignore_errors=True)
+    return None
+
+
+def _replace_dir(src: Path, dst: Path) -> None:
+    """Move a finished directory into place (renaming an existing one away first)."""
+    if dst.exists():
+        old = dst.with_name(dst.name + ".old")
+        shutil.rmtree(old, ignore_errors=True)
+        os.replace(dst, old)
+        os.replace(src, dst)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        os.replace(src, dst)
+
+
+def _finalize(spec: TrainSpec, out: Path, trainer, on_cpu: bool) -> None:
+    import torch
+
+    meta = json.loads(spec.examples_path.with_suffix(".json").read_text())
+    segs = json.loads(segments_path(spec).read_text())
+    seconds = sum(s["end"] - s["start"] for s in segs.values())
+    tokens_seen = int(trainer.state.num_input_tokens_seen)
+    epochs = spec.train["epochs"]
+    world = trainer.args.world_size
+    device = "cpu" if on_cpu else torch.cuda.get_device_name(0)
+    timing = {
+        "model": spec.name,
+        "wall_hours": seconds / 3600,
+        "wall_seconds": seconds,
+        "segments": len(segs),
+        "tokens_seen": tokens_seen,
+        "supervised_tokens": int(round(meta["supervised_tokens"] * epochs)),
+        "tokens_per_s": tokens_seen / seconds if seconds else None,
+        "world_size": world,
+        "device": device,
+        "global_step": trainer.state.global_step,
+        "start": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(min(s["start"] for s in segs.values()))),
+        "end": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(max(s["end"] for s in segs.values()))),
+        "horizon": spec.horizon,
+        "init": spec.model_init,
+    }
+    write_json(out / "timing.json", timing)
+    write_json(out / "examples.json", meta)
+    shutil.copy(Path(spec.checkpoints) / "train_log.jsonl", out / "train_log.jsonl")
+    effective = {
+        k: v
+        for k, v in trainer.args.to_dict().items()
+        if isinstance(v, str | int | float | bool | type(None))
+    }
+    ds = getattr(trainer.accelerator.state, "deepspeed_plugin", None)
+    if ds is not None:
+        effective["deepspeed_config"] = ds.deepspeed_config
+    write_json(out / "training_args.json", effective)
+
+
+if __name__ == "__main__":  # torchrun -m horizon.train.worker SPEC.json
+    import sys
+
+    from horizon.io import die_with_parent, setup_logging
+
+    die_with_parent()
+    setup_logging(os.environ.get("HORIZON_LOG"))
+    run_worker(sys.argv[1])
