@@ -15,6 +15,7 @@ TORCH   := $(shell grep -E '^torch==' $(CONSTRAINTS))
 # Debian packages of the engines the tests start (the demo needs only the sandbox's two)
 SANDBOX_PKGS := bubblewrap tmux
 ENGINE_PKGS  := $(SANDBOX_PKGS) docker.io debootstrap slurmctld slurmd slurm-client munge
+TEX_PKGS     := texlive-latex-base texlive-latex-recommended  # pdflatex + booktabs: the tests compile every table
 
 .PHONY: setup engines sandbox-deps demo test check lint dryrun image
 
@@ -30,13 +31,13 @@ $(STAMP): pyproject.toml $(CONSTRAINTS)
 
 setup: $(STAMP)
 
-# apt-get only what is missing (dpkg -s), as root; otherwise say what to install
+# apt-get only what is missing (dpkg -s), as root; otherwise say what to install ($(2): apt options)
 define apt_install
 	@missing=""; for p in $(1); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 	    echo "installing Debian packages:$$missing"; export DEBIAN_FRONTEND=noninteractive; \
-	    apt-get install -y -qq $$missing >/dev/null || { apt-get update -qq && apt-get install -y -qq $$missing >/dev/null; }; \
+	    apt-get install -y -qq $(2) $$missing >/dev/null || { apt-get update -qq && apt-get install -y -qq $(2) $$missing >/dev/null; }; \
 	  else echo "missing Debian packages:$$missing (sudo apt-get install$$missing)" >&2; exit 1; fi; fi
 endef
 
@@ -45,6 +46,7 @@ sandbox-deps:
 
 engines:
 	$(call apt_install,$(ENGINE_PKGS))
+	$(call apt_install,$(TEX_PKGS),--no-install-recommends)
 
 demo: setup sandbox-deps
 	$(BIN)/python -m horizon.demo --configfile $(DEMO_CONFIG) --cores $(CORES)

@@ -80,3 +80,19 @@ def tiny_demo_config(workdir: Path, **overrides) -> Path:
     cfg["report"]["paired"] = [["single-K384", "refine-H640-top-50"]]
     cfg = deep_update(cfg, overrides)
     return write_config(Path(workdir) / "config.yaml", cfg)
+
+
+def compile_latex(table_tex: str, workdir: Path) -> subprocess.CompletedProcess:
+    """pdflatex on a document holding one generated table (as a user pastes it into a paper)."""
+    doc = (
+        "\\documentclass{article}\\usepackage[utf8]{inputenc}\\usepackage[T1]{fontenc}\\usepackage{booktabs}"
+        "\\begin{document}\n" + table_tex + "\n\\end{document}\n"
+    )
+    (workdir / "doc.tex").write_text(doc)
+    return subprocess.run(
+        ["pdflatex", "-interaction=nonstopmode", "-halt-on-error", "doc.tex"],
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )

@@ -36,7 +36,7 @@ def stage_times(timing_dir: Path) -> dict[str, dict]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--configfile", default="demo/config.yaml")
-    ap.add_argument("--profile", default="demo/profile")
+    ap.add_argument("--profile", default=str(Path(__file__).resolve().parents[2] / "demo" / "profile"))
     ap.add_argument("--cores", type=int, default=2)
     ap.add_argument("--directory", default=".")
     a, extra = ap.parse_known_args(argv)

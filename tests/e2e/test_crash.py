@@ -6,8 +6,11 @@ The one thing two runs cannot share is the terminal: when two processes write to
 (`a | b` where both fail), the order of their lines is up to the scheduler, and the model then
 answers a different screen. Such an attempt is accepted only where the first difference between
 the two conversations is a terminal observation after an identical history (the model, its
-sampling and the resume are reproducible); the tables are then rebuilt with the reference run's
-record for those attempts and must equal the reference tables byte for byte."""
+sampling and the resume are reproducible) and that observation holds the same lines in another
+order (the same multiset: nothing the terminal showed is missing or new), and at most
+MAX_REORDERED attempts per run (1-2 of the 112 were seen per run); the tables are then rebuilt
+with the reference run's record for those attempts and must equal the reference tables byte for
+byte. A resume bug that changes what the terminal shows fails the test."""
 
 import json
 import os
@@ -109,6 +112,8 @@ def test_killed_runs_resume_to_the_same_tables(tmp_path, local_engine):
 
 # fields of an attempt record that measure wall-clock time, not behaviour
 CLOCK_FIELDS = {"seconds", "timing"}
+# attempts per run whose terminal may show two processes' lines in another order (seen: 1-2 of 112)
+MAX_REORDERED = 4
 
 
 def attempt_key(record: dict) -> tuple[str, int]:
@@ -144,7 +149,13 @@ def terminal_divergences(ref: Path, crash: Path) -> list[tuple[str, str, int]]:
             assert mx[first]["role"] == my[first]["role"] == "user" and first > 0, (
                 f"{rel} {key}: the model answered the same conversation differently (message {first})"
             )
+            seen_x, seen_y = mx[first]["content"].splitlines(), my[first]["content"].splitlines()
+            assert sorted(seen_x) == sorted(seen_y), (
+                f"{rel} {key}: the terminal showed different lines, not the same lines in another order "
+                f"(message {first}):\n{mx[first]['content']!r}\nvs\n{my[first]['content']!r}"
+            )
             diverged.append((str(rel.parent), *key))
+    assert len(diverged) <= MAX_REORDERED, f"{len(diverged)} attempts saw reordered terminals: {diverged}"
     return diverged
 
 

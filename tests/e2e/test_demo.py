@@ -7,7 +7,7 @@ import sys
 import pytest
 import yaml
 
-from tests.helpers import REPO, snakemake, write_config
+from tests.helpers import REPO, compile_latex, snakemake, write_config
 
 pytestmark = pytest.mark.slow
 
@@ -20,6 +20,9 @@ def demo_config(tmp_path):
 
 
 def test_the_demo_runs_end_to_end_and_shows_the_horizon_effect(tmp_path, local_engine):
+    from tests.engine_fixtures import ensure_debian_package
+
+    ensure_debian_package("pdflatex", "texlive-latex-base")
     proc = subprocess.run(
         [
             sys.executable,
@@ -38,11 +41,16 @@ def test_the_demo_runs_end_to_end_and_shows_the_horizon_effect(tmp_path, local_e
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "results/tables/reliability.md" in proc.stdout and "| model | success attempts" in proc.stdout
-    assert "Wall time" in proc.stdout and "rollout" in proc.stdout
+    # the time by stage, read from every job's benchmark file: 16 rollout jobs, 7 training jobs
+    stages = {line.split()[0]: line.split() for line in proc.stdout.splitlines() if line.startswith("  ")}
+    assert "Wall time" in proc.stdout and stages["rollout"][3] == "16" and stages["train"][3] == "7", stages
     tables = tmp_path / "results" / "tables"
     for name in ("reliability", "cost", "behaviour", "budget", "tasks"):
         for ext in ("md", "csv", "tex"):
             assert (tables / f"{name}.{ext}").stat().st_size > 0
+        # every LaTeX table compiles as a user pastes it into a paper
+        latex = compile_latex((tables / f"{name}.tex").read_text(), tmp_path)
+        assert latex.returncode == 0, f"{name}.tex: {latex.stdout[-2000:]}"
     assert (tables / "paired-single-K384-vs-refine-H640-top-50.md").exists()
     for fig in (
         "passk-demo.png",

@@ -58,10 +58,13 @@ def losses(model_dir):
     return [json.loads(x)["loss"] for x in (model_dir / "train_log.jsonl").read_text().splitlines()]
 
 
+ZERO3 = dict(deepspeed="zero3", cpu_processes=2, epochs=6, save_steps=2)
+
+
 def test_deepspeed_zero3_two_processes_on_cpu(tiny_corpus, tmp_path):
     from transformers import AutoModelForCausalLM
 
-    s = spec(tiny_corpus, tmp_path, "ds", train=train_cfg(deepspeed="zero3", cpu_processes=2, epochs=6))
+    s = spec(tiny_corpus, tmp_path, "ds", train=train_cfg(**ZERO3))
     train_model(s, threads=2)
     out = tmp_path / "models" / "ds"
     log = losses(out)
@@ -76,6 +79,51 @@ def test_deepspeed_zero3_two_processes_on_cpu(tiny_corpus, tmp_path):
     model = AutoModelForCausalLM.from_pretrained(out)  # consolidated weights, not ZeRO shards
     assert sum(p.numel() for p in model.parameters()) > 0
     assert not list((tmp_path / "checkpoints" / "ds").glob("checkpoint-*"))  # cleaned once final
+    # the paper's setting, killed and resumed: SIGKILL the launcher's process group after a checkpoint
+    killed = spec(tiny_corpus, tmp_path, "ds-killed", train=train_cfg(**ZERO3))
+    kill_after_first_checkpoint(killed, tmp_path)
+    train_model(killed, threads=2)  # the rerun resumes from the checkpoint
+    resumed = tmp_path / "models" / "ds-killed"
+    assert json.loads((resumed / "timing.json").read_text())["segments"] == 2
+    assert losses(resumed) == pytest.approx(log, rel=1e-4)  # the same losses as the uninterrupted run
+
+
+def training_processes(marker: str) -> list[str]:
+    out = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmd = open(f"/proc/{pid}/cmdline", "rb").read().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if marker in cmd:
+            out.append(f"{pid}: {cmd[:160]}")
+    return out
+
+
+def kill_after_first_checkpoint(s: TrainSpec, tmp_path) -> None:
+    """Run the training job as a process group (as Snakemake or Slurm does) and SIGKILL the group once
+    a checkpoint is complete; no worker may survive (torchrun starts its workers in new sessions)."""
+    import sys
+
+    path = tmp_path / f"{s.name}.json"
+    s.save(path)
+    code = f"from horizon.train.examples import TrainSpec; from horizon.train.launch import train_model; train_model(TrainSpec.load({str(path)!r}), threads=2)"
+    proc = subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
+    ckpts = tmp_path / "checkpoints" / s.name
+    deadline = time.time() + 600
+    while (
+        not list(ckpts.glob("checkpoint-*/trainer_state.json"))
+        and time.time() < deadline
+        and proc.poll() is None
+    ):
+        time.sleep(0.05)
+    assert proc.poll() is None, "the training job ended before its first checkpoint"
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    deadline = time.time() + 10
+    while training_processes(str(ckpts)) and time.time() < deadline:
+        time.sleep(0.2)
+    assert training_processes(str(ckpts)) == [], "training workers survived the kill of their job"
 
 
 def test_refinement_starts_from_theta1_and_schedule_is_cosine_without_warmup(tiny_corpus, tmp_path):

@@ -74,7 +74,7 @@ def test_fixture_corpus(tmp_path):
             "row": 2,
             "task": "gcc_fix_task_0003",
             "reason": "not_completed",
-            "detail": q[0]["detail"],
+            "detail": "the last assistant turn does not set task_complete: true",
         }
     ]
 
@@ -132,8 +132,10 @@ def test_parquet_without_conversations_stops_naming_it(tmp_path):
         run(tmp_path, f)
 
 
-def test_jsonl_without_conversations_stops_naming_it(tmp_path):
-    f = write_jsonl(tmp_path / "chat.jsonl", [{"messages": []}, {"messages": []}])
+@pytest.mark.parametrize("n_rows", [1, 2], ids=["one-row", "two-rows"])
+def test_jsonl_without_conversations_stops_naming_it(tmp_path, n_rows):
+    """A one-line file too (it used to be quarantined instead: the line index of a single line is 0)."""
+    f = write_jsonl(tmp_path / "chat.jsonl", [{"messages": []}] * n_rows)
     with pytest.raises(CorpusError, match="chat.jsonl: no row has a `conversations` key"):
         run(tmp_path, f)
 

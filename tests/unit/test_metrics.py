@@ -3,8 +3,6 @@
 import itertools
 import json
 import math
-import shutil
-import subprocess
 
 import pytest
 
@@ -147,11 +145,13 @@ def test_paired_decomposition_sums_to_the_aggregate(tmp_path):
     assert "sum to the change in success attempts: +1.00 (aggregate +1.00)" in paired_markdown(a, b)
 
 
-@pytest.mark.skipif(shutil.which("pdflatex") is None, reason="pdflatex is not installed on this machine")
-def test_latex_compiles(tmp_path):
-    t = Table("T", "mean ± sd, 50% of tasks_x", ["model", "Rel≥1", "s̄+"])
-    t.block("bench_1", [("g", ["single-stage K=8", "5.0 ± 0.5", "–"])])
-    doc = r"\documentclass{article}\usepackage{booktabs}\begin{document}" + t.latex() + r"\end{document}"
-    (tmp_path / "t.tex").write_text(doc)
-    r = subprocess.run(["pdflatex", "-interaction=nonstopmode", "t.tex"], cwd=tmp_path, capture_output=True)
-    assert r.returncode == 0, r.stdout[-2000:]
+def test_latex_tables_compile_with_every_special_character(tmp_path):
+    from tests.engine_fixtures import ensure_debian_package
+    from tests.helpers import compile_latex
+
+    ensure_debian_package("pdflatex", "texlive-latex-base")
+    hostile = "a_b & c 50% #1 $x$ {y} ~z ^w back\\slash × ≥ ± – — … ρ θ s̄+"
+    t = Table(f"T {hostile}", f"caption: {hostile}", ["model", "Rel≥1", "s̄+", "n × k"])
+    t.block(f"bench_1 {hostile}", [("g", ["single-stage K=8", "5.0 ± 0.5", "–", hostile])])
+    r = compile_latex(t.latex(), tmp_path)
+    assert r.returncode == 0, r.stdout[-3000:]

@@ -58,3 +58,16 @@ ERROR tests/test_outputs.py::test_c
         "tests/test_outputs.py::test_c": "ERROR",
     }
     assert parse_pytest_summary("no tests ran") == {}
+
+
+def test_check_tasks_prints_each_task_and_names_file_and_field_of_the_malformed(capsys):
+    from horizon.cli import main
+
+    rc = main(["check-tasks", str(FIXTURES / "harbor-tasks")])
+    out = capsys.readouterr().out.splitlines()
+    assert rc == 1  # malformed tasks make the check fail
+    assert "ok     hello  (agent 30 s, tests 30 s)" in out
+    assert any(line.startswith("ok     json-reward") for line in out)
+    assert "ERROR  bad-timeout: task.toml: agent.timeout_sec: expected a positive number, got 'soon'" in out
+    assert "ERROR  no-tests: tests/test.sh: -: missing" in out
+    assert main(["check-tasks", str(FIXTURES / "tb1-tasks"), "--format", "tb1"]) == 0

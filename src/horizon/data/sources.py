@@ -189,7 +189,7 @@ def _jsonl_rows(path: Path, source: str, batch_rows: int) -> Iterator[list[RawRo
     opener = gzip.open if str(path).endswith(".gz") else open
     batch: list[RawRow] = []
     seen_key = False
-    n = 0
+    n = -1
     try:
         with opener(path, "rt", encoding="utf-8") as fh:
             for n, line in enumerate(fh):
@@ -203,7 +203,7 @@ def _jsonl_rows(path: Path, source: str, batch_rows: int) -> Iterator[list[RawRo
         raise CorpusError(f"corpus file {path}: not a readable jsonl file ({e})") from None
     if batch:
         yield batch
-    if n > 0 and not seen_key:
+    if n >= 0 and not seen_key:  # any line at all (a one-line file too), and none is a trajectory
         raise CorpusError(
             f"corpus file {path}: no row has a `conversations` key; expected rows of conversations: [{{role, content}}]"
         )

@@ -23,18 +23,19 @@ def fmt(mean: float, sd: float, digits: int = 1) -> str:
     return s
 
 
+# LaTeX's special characters and the non-ASCII symbols our tables use, each in its safe form
+TEX = {
+    "\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "_": r"\_", "#": r"\#", "$": r"\$", "{": r"\{",
+    "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}", "±": r"$\pm$", "≥": r"$\geq$",
+    "≤": r"$\leq$", "×": r"$\times$", "–": "--", "—": "---", "…": r"\ldots{}", "→": r"$\rightarrow$",
+    "ρ": r"$\rho$", "θ": r"$\theta$", "Δ": r"$\Delta$", "−": "-",
+}  # fmt: skip
+S_PLUS = "s̄+"
+
+
 def tex_escape(s: str) -> str:
-    return (
-        s.replace("\\", r"\textbackslash{}")
-        .replace("&", r"\&")
-        .replace("%", r"\%")
-        .replace("_", r"\_")
-        .replace("#", r"\#")
-        .replace("±", r"$\pm$")
-        .replace("≥", r"$\geq$")
-        .replace("–", "--")
-        .replace("s̄+", r"$\bar{s}^{+}$")
-    )
+    """Text as LaTeX that compiles with pdflatex (booktabs, utf8 input): one pass over the characters."""
+    return r"$\bar{s}^{+}$".join("".join(TEX.get(ch, ch) for ch in part) for part in s.split(S_PLUS))
 
 
 class Table:
