@@ -17,6 +17,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from horizon.data.tokens import iter_token_rows
 from horizon.io import write_table
 
 log = logging.getLogger("horizon.data.horizons")
@@ -56,16 +57,10 @@ def horizon_row(roles: np.ndarray, turns: np.ndarray, k: int) -> dict:
 
 
 def horizon_table(token_shards: Sequence[str | Path], k: int) -> pa.Table:
-    rows = []
-    for p in token_shards:
-        pf = pq.ParquetFile(p)
-        for batch in pf.iter_batches(batch_size=256, columns=["traj_id", "roles", "turns"]):
-            ids = batch.column("traj_id").to_pylist()
-            roles, turns = batch.column("roles"), batch.column("turns")
-            for i, tid in enumerate(ids):
-                r = roles[i].values.to_numpy(zero_copy_only=False)
-                t = turns[i].values.to_numpy(zero_copy_only=False)
-                rows.append({"traj_id": tid, **horizon_row(r, t, k)})
+    rows = [
+        {"traj_id": tid, **horizon_row(row["roles"], row["turns"], k)}
+        for tid, row in iter_token_rows(token_shards, ("roles", "turns"), batch_rows=256)
+    ]
     return pa.Table.from_pylist(rows, schema=HORIZON_SCHEMA)
 
 
