@@ -14,6 +14,15 @@ from horizon.grid import Grid, wildcard_pattern, RHO, SINGLE, REFINE
 
 config.update(hc.validate(config, Path(workflow.basedir) / "workflow/schemas/config.schema.yaml"))
 
+# train.global_batch over the GPUs the profile gives training (the launcher checks again with what it finds)
+hc.check_global_batch(
+    config,
+    {
+        name: {k: getattr(v, "raw", v) for k, v in res.items()}
+        for name, res in workflow.resource_settings.overwrite_resources.items()
+    },
+)
+
 G = Grid.from_config(config)
 R = config["results"]
 SCRIPTS = "../scripts"
