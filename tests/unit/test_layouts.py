@@ -120,3 +120,26 @@ def test_every_new_table_compiles_with_pdflatex(tmp_path):
     for tex in [*tmp_path.glob("*.tex"), *tmp_path.glob("x/*.tex")]:
         r = compile_latex(tex.read_text(), tmp_path)
         assert r.returncode == 0, f"{tex.name}: {r.stdout[-2000:]}"
+
+
+@pytest.mark.parametrize(
+    "pair, message",
+    [
+        (
+            ["single-K16384", "single-K999"],
+            "report.paired[0]: 'single-K999' is not a model of the grid (models: base",
+        ),
+        (["single-K4096", "single-K4096"], "report.paired[0]: compares 'single-K4096' with itself"),
+    ],
+)
+def test_pairs_must_name_two_models_of_the_grid(pair, message):
+    import yaml
+
+    from horizon import config as hc
+    from tests.helpers import REPO
+
+    raw = yaml.safe_load((REPO / "config.yaml").read_text())
+    raw["report"]["paired"] = [pair]
+    with pytest.raises(hc.ConfigError) as e:
+        hc.validate(raw)
+    assert message in str(e.value)
