@@ -6,7 +6,7 @@ transcript's path, and empty `label` and `note` columns. Annotators fill `label`
 label set (config annotate.labels) in a copy under annotate.dir; the labels table reads every
 filled file back: per class the labelled attempts and their tasks (the paper's Table 7) and the
 pass rate of each compared model on those tasks (Table 9). A label outside the set stops the table
-with the file and line; empty labels are counted as not labelled yet, never guessed.
+with the file and row; empty labels are counted as not labelled yet, never guessed.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ REQUIRED = ["model", "benchmark", "task", "attempt", "repeat", "label"]
 
 
 class AnnotationError(ValueError):
-    """A filled annotation file cannot be read: the message names the file, line and value."""
+    """A filled annotation file cannot be read: the message names the file, row and value."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -110,9 +110,9 @@ def read_labels(path: str | Path, allowed: Sequence[str]) -> tuple[list[dict], i
                 f"{path}: no column {', '.join(missing)} (an export has {', '.join(REQUIRED)})"
             )
         labelled, unlabelled = [], 0
-        for line, row in enumerate(reader, start=2):
+        for number, row in enumerate(reader, start=2):  # row 1 is the header, as a spreadsheet counts
             where = (
-                f"{path} line {line} (task {row['task']}, attempt {row['attempt']}, repeat {row['repeat']})"
+                f"{path} row {number} (task {row['task']}, attempt {row['attempt']}, repeat {row['repeat']})"
             )
             value = (row["label"] or "").strip()
             if not value:

@@ -80,7 +80,8 @@ def _measured_scoring(cfg: Mapping, results: Path, rates: Rates, out: dict, prof
     out["pools"] = pools
     if busy:
         rates.score = tokens / busy
-        rates.sources["score"] = f"{rates.score:,.0f} tokens/s per GPU, measured (finished scoring shards)"
+        per = "GPU" if prof.score_gpus else "job"
+        rates.sources["score"] = f"{rates.score:,.0f} tokens/s per {per}, measured (finished scoring shards)"
 
 
 def _measured_rollouts(cfg: Mapping, results: Path, rates: Rates, out: dict) -> None:
@@ -101,6 +102,8 @@ def _measured_rollouts(cfg: Mapping, results: Path, rates: Rates, out: dict) -> 
             rates.sources[f"rollout {b}"] = (
                 f"{rates.rollout_s[b]:,.0f} s per attempt, measured ({len(seconds)} attempts)"
             )
+    if all(f"rollout {b}" in rates.sources for b in cfg["eval"]["benchmarks"]):
+        rates.sources.pop("rollout", None)  # no benchmark uses the assumption any more
 
 
 def from_results(cfg: Mapping, results: Path, lengths: Lengths, rates: Rates, prof: Profile):

@@ -279,12 +279,13 @@ def _score_row(cfg, grid: Grid, h2: int, pool: Pool, rates: Rates, prof: Profile
 
 
 def _diagnostics_row(cfg, grid: Grid, lengths: Lengths, rates: Rates, prof: Profile) -> Row:
-    """A rough count: every curve set scored to diagnostics.max_tokens (or the long trajectories' mean)."""
+    """A rough count: every curve set of up to diagnostics.max_trajectories long trajectories, each scored
+    to diagnostics.max_tokens (or the long trajectories' mean length)."""
     d, longest = cfg["diagnostics"], max(grid.horizons)
     n_long = lengths.longer(lengths.below(longest))
     mean_long = lengths.tokens(math.inf, lengths.below(longest)) / n_long if n_long else longest
     sets = len(grid.horizons) + 3 * len(grid.h2s)  # every single-stage model; theta1 on top, bottom, pool
-    tokens = sets * d["max_trajectories"] * min(d["max_tokens"], mean_long)
+    tokens = sets * min(d["max_trajectories"], n_long) * min(d["max_tokens"], mean_long)
     gpu_s = tokens / rates.score
     return Row("diagnostics", tokens, "tokens", f"{rates.score:,.0f} tok/s/{'GPU' if prof.score_gpus else 'job'}", prof.score_gpus,
                _device_hours(gpu_s, prof.score_gpus), gpu_s / max(prof.score_gpus, 1) / 3600)  # fmt: skip
