@@ -122,9 +122,7 @@ def test_an_unknown_label_is_refused_naming_the_file_and_line(tmp_path):
     with pytest.raises(AnnotationError) as e:
         read_labels(filled, NAMES)
     msg = str(e.value)
-    assert (
-        f"{filled} row 4 (task t0, attempt 1, repeat 1): label 'bad_luck' is not in annotate.labels" in msg
-    )
+    assert f"{filled} row 4 (task t0, attempt 1, repeat 1): label 'bad_luck' is not in annotate.labels" in msg
     assert "allowed: misread_task" in msg
     (tmp_path / "annotations" / "broken.csv").write_text("task,attempt\nt0,0\n")
     with pytest.raises(AnnotationError, match="broken.csv: no column model, benchmark, repeat, label"):
