@@ -68,6 +68,7 @@ def main() -> None:
             lr=1e-3,
             bf16=True,
             optim="adamw_torch",
+            global_batch=1,  # one sequence per step, as the token count below assumes
         )
         spec = TrainSpec(
             name="bench",

@@ -93,7 +93,11 @@ def main() -> None:
             pq.write_table(pa.Table.from_pylist(rows, schema=TOKENS_SCHEMA), tmp / f"tok{k}.parquet")
             train = hc.load(Path(__file__).resolve().parents[1] / "config.yaml")["train"]
             train.update(
-                deepspeed=a.deepspeed, save_steps=10**9, dataloader_workers=2, attn_implementation=a.attn
+                deepspeed=a.deepspeed,
+                save_steps=10**9,
+                dataloader_workers=2,
+                attn_implementation=a.attn,
+                global_batch=1,  # one sequence per step, as tokens = steps x K below assumes
             )
             spec = TrainSpec(
                 name=f"gpu-K{k}",

@@ -4,6 +4,7 @@ horizon collect          drive the scripted teacher through the harness; write a
 horizon extract-template recover the harness prompt template from a corpus
 horizon check-tasks      load a benchmark directory and report malformed tasks (file, field)
 horizon oracle           run every task's reference solution in a sandbox and grade it
+horizon plan             GPU-hours per stage and in total of a grid, before (or while) it runs
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ import argparse
 import json
 import sys
 from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _manifest(tasks: str, fmt: str, tmp: Path) -> Path:
@@ -92,6 +95,19 @@ def cmd_oracle(a) -> int:
     return 1 if failed else 0
 
 
+def cmd_plan(a) -> int:
+    from horizon.config import load
+    from horizon.report.plan import make_plan
+
+    cfg = load(a.configfile)
+    results = Path(a.directory) / cfg["results"] if a.from_results else None
+    profile = Path(a.profile)
+    if not (profile / "config.yaml").exists() and (REPO / a.profile / "config.yaml").exists():
+        profile = REPO / a.profile  # a profile name, as `snakemake --profile slurm` finds it
+    print(make_plan(cfg, profile, results, title=str(a.configfile)))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     from horizon.io import setup_logging
 
@@ -123,6 +139,12 @@ def main(argv: list[str] | None = None) -> int:
     o.add_argument("--format", default="harbor", choices=["harbor", "tb1"])
     o.add_argument("--sandbox", default="local")
     o.set_defaults(fn=cmd_oracle)
+    n = sub.add_parser("plan", help="GPU-hours per stage and in total, at the profile's GPU counts")
+    n.add_argument("--configfile", default="config.yaml")
+    n.add_argument("--profile", default="slurm", help="profile directory whose GPU counts jobs get")
+    n.add_argument("--from-results", action="store_true", help="use what finished jobs measured")
+    n.add_argument("--directory", default=".", help="working directory of the run (for --from-results)")
+    n.set_defaults(fn=cmd_plan)
     a = p.parse_args(argv)
     setup_logging()
     return a.fn(a)

@@ -20,6 +20,14 @@ SCHEMA_PATH = Path(__file__).resolve().parents[2] / "workflow" / "schemas" / "co
 MOVED = {
     "resources": "per-rule resources live in a profile: slurm/ for the cluster, demo/profile/ for the demo"
 }
+# keys that were removed from a section, with what replaces them
+REMOVED = {
+    ("train", "grad_accum"): (
+        "gradient accumulation is now derived: train.global_batch / (world size x train.per_device_batch), "
+        "so the optimizer steps do not change with the GPU count; set train.global_batch instead "
+        "(the old global batch was grad_accum x GPUs x per_device_batch)"
+    ),
+}
 
 
 class ConfigError(ValueError):
@@ -55,6 +63,9 @@ def validate(config: Mapping, schema_path: Path = SCHEMA_PATH) -> dict:
     for key, where in MOVED.items():
         if key in cfg:
             raise ConfigError(f"config key {key}: no longer a config key ({where})")
+    for (section, key), why in REMOVED.items():
+        if key in (cfg.get(section) or {}):
+            raise ConfigError(f"config key {section}.{key}: no longer a config key: {why}")
     try:
         snakemake_validate(cfg, str(schema_path), set_default=True)
     except WorkflowError as e:
@@ -110,7 +121,18 @@ def check_grid(cfg: Mapping) -> None:
     for i, pair in enumerate(cfg["report"]["paired"]):
         for m in pair:
             if m not in names:
-                raise ConfigError(f"config key report.paired[{i}]: {m!r} is not a model of the grid")
+                raise ConfigError(
+                    f"config key report.paired[{i}]: {m!r} is not a model of the grid "
+                    f"(models: {_allowed(Grid.from_config(cfg).model_names)})"
+                )
+        if pair[0] == pair[1]:
+            raise ConfigError(f"config key report.paired[{i}]: compares {pair[0]!r} with itself")
+    for i, m in enumerate(cfg["annotate"]["compare"]):
+        if m not in names:
+            raise ConfigError(f"config key annotate.compare[{i}]: {m!r} is not a model of the grid")
+    labels = cfg["annotate"]["labels"]
+    if len({x["name"] for x in labels}) != len(labels):
+        raise ConfigError("config key annotate.labels: two labels have the same name")
 
 
 def load(path: str | Path) -> dict:
@@ -118,3 +140,62 @@ def load(path: str | Path) -> dict:
     with open(path) as fh:
         raw = yaml.safe_load(fh) or {}
     return validate(raw)
+
+
+# ---------------------------------------------------------------------------------------------
+# the global batch: gradient accumulation is derived from the world size
+
+
+class GlobalBatchError(ConfigError):
+    """train.global_batch cannot be split over the world size and the per-device batch."""
+
+
+def grad_accumulation(global_batch: int, world_size: int, per_device_batch: int, where: str = "") -> int:
+    """global_batch / (world_size x per_device_batch), or an error naming the three values."""
+    per_step = world_size * per_device_batch
+    if world_size < 1 or global_batch % per_step:
+        raise GlobalBatchError(
+            f"config key train.global_batch: {global_batch} is not a multiple of world size {world_size} "
+            f"x train.per_device_batch {per_device_batch} = {per_step}{where}; choose a global batch "
+            f"that is, or a GPU count (HORIZON_GPUS_PER_NODE x HORIZON_TRAIN_NODES) or per-device batch "
+            "that divides it"
+        )
+    return global_batch // per_step
+
+
+def gpus_of(resources: Mapping[str, Any]) -> int | None:
+    """GPUs per node that a rule's resources ask for (gres gpu[:type]:N, or gpu=N), None if none."""
+    gres = resources.get("gres")
+    if isinstance(gres, str):
+        for part in gres.split(","):
+            fields = part.strip().split(":")
+            if fields[0] == "gpu" and len(fields) > 1 and fields[-1].isdigit():
+                return int(fields[-1])
+    for key in ("gpu", "gpus"):
+        value = resources.get(key)
+        if isinstance(value, int) or (isinstance(value, str) and value.isdigit()):
+            return int(value)
+    return None
+
+
+def training_world(resources: Mapping[str, Any]) -> int | None:
+    """The world size of a training job from its resources (GPUs per node x nodes); None if unknown."""
+    gpus = gpus_of(resources)
+    if gpus is None:
+        return None
+    nodes = resources.get("nodes") or 1
+    return gpus * int(nodes)
+
+
+def check_global_batch(cfg: Mapping, rule_resources: Mapping[str, Mapping[str, Any]]) -> None:
+    """At parse time: the global batch divides over every training rule whose GPU count the profile sets.
+
+    Rules without a GPU resource run on what the machine has; the launcher checks those at start.
+    """
+    t = cfg["train"]
+    for rule in ("train_single", "refine"):
+        resources = rule_resources.get(rule, {})
+        world = training_world(resources)
+        if world is not None:
+            where = f" (rule {rule}: {gpus_of(resources)} GPUs x {resources.get('nodes') or 1} node(s) in the profile)"
+            grad_accumulation(t["global_batch"], world, t["per_device_batch"], where)

@@ -33,11 +33,16 @@ def expected_counts(cfg: dict) -> dict[str, int]:
         "table_behaviour": 1,
         "table_budget": 1,
         "table_tasks": 1,
+        "table_main": 1,
+        "table_benchmarks": 1,
+        "table_episodes": 1,
+        "annotations": n_models * benches,  # one export per model x benchmark for annotators
         "figures": 1,
         "all": 1,
     }
     if cfg["report"]["paired"]:
         counts["paired"] = len(cfg["report"]["paired"])
+        counts["cancellation"] = len(cfg["report"]["paired"])
     if cfg["eval"]["prompt_template"] is None:
         counts["prompt_template"] = 1
     if cfg["student"].get("build"):
@@ -54,6 +59,17 @@ def test_paper_grid_counts_match_config():
     c = expected_counts(PAPER)
     # the paper grid, spelled out once: 25 models (base, 4 single-stage, 2 x (9 + 1) refinements)
     assert c["rollout"] == 25 * 2 * 4 and c["refine"] == 20 and c["train_single"] == 4
+    # the configured pairs, among them the paper's B.2 comparison single-K12288 vs single-K16384
+    assert ["single-K12288", "single-K16384"] in PAPER["report"]["paired"] and c["cancellation"] == 2
+
+
+def test_paper_grid_lists_every_new_table_target():
+    out = snakemake(["-n", "-q", "rules"], cwd=REPO).stdout + snakemake(["-n"], cwd=REPO).stdout
+    for target in ("tables/main.md", "tables/benchmarks.md", "tables/episodes.md",
+                   "tables/cancellation-single-K12288-vs-single-K16384.md",
+                   "annotations/single-K16384-terminal-bench-2.csv"):  # fmt: skip
+        assert f"results/{target}" in out, target
+    assert "results/tables/labels.md" not in out  # waits for human input: built only when asked for
 
 
 @pytest.mark.parametrize("profile", [[], ["--profile", "slurm"]], ids=["local", "slurm-profile"])
@@ -64,7 +80,11 @@ def test_full_grid_dry_run(profile):
 
 @pytest.mark.parametrize("profile", [[], ["--profile", "slurm"]], ids=["local", "slurm-profile"])
 def test_demo_dry_run(profile):
-    out = snakemake([*profile, "--configfile", "demo/config.yaml", "-n", "-q", "rules"], cwd=REPO).stdout
+    # the demo's global batch (4) is one process x 4 sequences: on a cluster it trains on one GPU
+    gpus = {"HORIZON_GPUS_PER_NODE": "1"}
+    out = snakemake(
+        [*profile, "--configfile", "demo/config.yaml", "-n", "-q", "rules"], cwd=REPO, env=gpus
+    ).stdout
     assert job_counts(out) == expected_counts(hc.load(REPO / "demo" / "config.yaml"))
 
 

@@ -58,7 +58,8 @@ def flags(cmd: str) -> list[str]:
 def test_single_node_gpu_and_cpu_rules():
     jobs = planned_jobs("results/tables/reliability.md")
     train = flags(sbatch(jobs["train_single"]))
-    assert "--gres=gpu:8" in train and "--nodes=1" in train and "--cpus-per-task=64" in train
+    # the paper's 4 GPUs by default: train.global_batch 4 = 4 GPUs x batch 1, no accumulation
+    assert "--gres=gpu:4" in train and "--nodes=1" in train and "--cpus-per-task=32" in train
     assert ["--mem", "900000"] == train[train.index("--mem") : train.index("--mem") + 2]
     assert ["-t", "4320"] == train[train.index("-t") : train.index("-t") + 2]
     assert not any(f.startswith("--ntasks-per-gpu") for f in train)  # one launcher, torchrun spawns the ranks
@@ -78,7 +79,7 @@ def test_site_settings_from_the_environment_and_multi_node_training():
     env = {
         "HORIZON_TRAIN_NODES": "2",
         "HORIZON_GPU_MODEL": "h100",
-        "HORIZON_GPUS_PER_NODE": "4",
+        "HORIZON_GPUS_PER_NODE": "2",  # 2 nodes x 2 GPUs = the paper's global batch 4
         "HORIZON_SLURM_ACCOUNT": "proj42",
         "HORIZON_SLURM_GPU_PARTITION": "gpu",
         "HORIZON_SLURM_PARTITION": "cpu",
@@ -86,7 +87,7 @@ def test_site_settings_from_the_environment_and_multi_node_training():
     jobs = planned_jobs("results/tables/reliability.md", env)
     t = jobs["train_single"]
     f = flags(sbatch(t))
-    assert "--gres=gpu:h100:4" in f and "--nodes=2" in f and "--ntasks=2" in f and "--cpus-per-task=32" in f
+    assert "--gres=gpu:h100:2" in f and "--nodes=2" in f and "--ntasks=2" in f and "--cpus-per-task=16" in f
     assert not any(x.startswith("--ntasks-per-gpu") for x in f)
     assert t.resources["mpi"] == "srun" and t.resources["slurm_partition"] == "gpu"
     assert (
@@ -96,11 +97,11 @@ def test_site_settings_from_the_environment_and_multi_node_training():
     cmd = launch_command(
         "spec.json",
         {"SLURM_JOB_ID": "77", "SLURM_JOB_NUM_NODES": "2", "SLURM_JOB_NODELIST": "gpu[003-004]"},
-        gpus=4,
+        gpus=2,
         cpu_processes=1,
     )
     assert cmd[:4] == ["srun", "--nodes=2", "--ntasks-per-node=1", "--kill-on-bad-exit=1"]
-    assert "--nproc-per-node=4" in cmd and "--rdzv-endpoint=gpu003:29577" in cmd
+    assert "--nproc-per-node=2" in cmd and "--rdzv-endpoint=gpu003:29577" in cmd
 
 
 def test_unset_site_settings_leave_the_plugin_defaults():
@@ -122,3 +123,21 @@ def test_a_bad_node_count_is_refused(bad):
         env={"HORIZON_TRAIN_NODES": bad},
     )
     assert proc.returncode != 0
+
+
+def test_a_profile_whose_gpus_do_not_divide_the_global_batch_fails_at_parse_time(tmp_path):
+    import yaml
+
+    target = ["--profile", "slurm", "-n", "results/models/single-K4096"]
+    proc = snakemake(target, cwd=REPO, check=False, env={"HORIZON_GPUS_PER_NODE": "8"})
+    assert proc.returncode != 0
+    assert (
+        "train.global_batch: 4 is not a multiple of world size 8 x train.per_device_batch 1 = 8 "
+        "(rule train_single: 8 GPUs x 1 node(s) in the profile)" in proc.stdout + proc.stderr
+    )
+    # a global batch of 8 plans on 8 GPUs per node (no accumulation), or on 2 nodes of 4
+    cfg = yaml.safe_load((REPO / "config.yaml").read_text())
+    cfg["train"]["global_batch"] = 8
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(cfg))
+    for env in ({"HORIZON_GPUS_PER_NODE": "8"}, {"HORIZON_TRAIN_NODES": "2"}):
+        snakemake([*target, "--configfile", str(tmp_path / "c.yaml")], cwd=REPO, env=env)

@@ -45,13 +45,19 @@ def test_the_demo_runs_end_to_end_and_shows_the_horizon_effect(tmp_path, local_e
     stages = {line.split()[0]: line.split() for line in proc.stdout.splitlines() if line.startswith("  ")}
     assert "Wall time" in proc.stdout and stages["rollout"][3] == "16" and stages["train"][3] == "7", stages
     tables = tmp_path / "results" / "tables"
-    for name in ("reliability", "cost", "behaviour", "budget", "tasks"):
+    pair = "single-K384-vs-refine-H640-top-50"
+    for name in ("reliability", "cost", "behaviour", "budget", "tasks", "main", "benchmarks", "episodes",
+                 f"cancellation-{pair}"):  # fmt: skip
         for ext in ("md", "csv", "tex"):
             assert (tables / f"{name}.{ext}").stat().st_size > 0
         # every LaTeX table compiles as a user pastes it into a paper
         latex = compile_latex((tables / f"{name}.tex").read_text(), tmp_path)
         assert latex.returncode == 0, f"{name}.tex: {latex.stdout[-2000:]}"
-    assert (tables / "paired-single-K384-vs-refine-H640-top-50.md").exists()
+    assert (tables / f"paired-{pair}.md").exists()
+    # an export for annotators per model (the labels table waits for their files)
+    assert all(
+        (tmp_path / "results" / "annotations" / f"{m}-demo.csv").exists() for m in ("base", "single-K640")
+    )
     for fig in (
         "passk-demo.png",
         "tasks-demo.png",

@@ -32,6 +32,7 @@ def train_cfg(**over):
             "save_steps": 1000,
             "epochs": 4,
             "optim": "adamw_torch",
+            "global_batch": 1,  # one process, batch 1: one sequence per optimizer step
         }
     )
     base.update(over)
@@ -58,7 +59,7 @@ def losses(model_dir):
     return [json.loads(x)["loss"] for x in (model_dir / "train_log.jsonl").read_text().splitlines()]
 
 
-ZERO3 = dict(deepspeed="zero3", cpu_processes=2, epochs=6, save_steps=2)
+ZERO3 = dict(deepspeed="zero3", cpu_processes=2, epochs=6, save_steps=2, global_batch=2)
 
 
 def test_deepspeed_zero3_two_processes_on_cpu(tiny_corpus, tmp_path):

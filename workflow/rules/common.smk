@@ -14,6 +14,15 @@ from horizon.grid import Grid, wildcard_pattern, RHO, SINGLE, REFINE
 
 config.update(hc.validate(config, Path(workflow.basedir) / "workflow/schemas/config.schema.yaml"))
 
+# train.global_batch over the GPUs the profile gives training (the launcher checks again with what it finds)
+hc.check_global_batch(
+    config,
+    {
+        name: {k: getattr(v, "raw", v) for k, v in res.items()}
+        for name, res in workflow.resource_settings.overwrite_resources.items()
+    },
+)
+
 G = Grid.from_config(config)
 R = config["results"]
 SCRIPTS = "../scripts"
@@ -91,10 +100,24 @@ def trained_models():
     return [f"{R}/models/{m}" for m in G.models if m.trained]
 
 
+def filled_annotations(wildcards):
+    """The annotators' files (annotate.dir/*.csv): asked for only by results/tables/labels.md."""
+    found = sorted(str(p) for p in Path(config["annotate"]["dir"]).glob("*.csv"))
+    if not found:
+        raise WorkflowError(
+            f"no filled annotation file in {config['annotate']['dir']}/: copy an export "
+            f"({R}/annotations/<model>-<bench>.csv) there and fill its label column "
+            f"(labels: {', '.join(x['name'] for x in config['annotate']['labels'])})"
+        )
+    return found
+
+
 def all_targets():
     return [
         *[f"{R}/tables/{t}.md" for t in TABLES],
         *[f"{R}/tables/paired-{a}-vs-{b}.md" for a, b in config["report"]["paired"]],
+        *[f"{R}/tables/cancellation-{a}-vs-{b}.md" for a, b in config["report"]["paired"]],
+        *[f"{R}/annotations/{m}-{b}.csv" for m in MODELS for b in G.benches],  # for annotators
         *[f"{R}/figures/passk-{b}.png" for b in G.benches],
         f"{R}/subsets/summary.csv",
         f"{R}/diagnostics/bias.csv",

@@ -20,6 +20,17 @@ TABLES = {
         models=SUBSET_MODELS,
     ),
     "tasks": dict(input=dict(rollouts=rollouts(), manifests=MANIFESTS), models=MODELS),
+    # the paper's layouts: Table 1 (hours beside Rel>=1), Tables 11-12, Table 8 (episodes per task)
+    "main": dict(
+        input=dict(rollouts=rollouts(), manifests=MANIFESTS, models=trained_models()),
+        models=MODELS,
+    ),
+    "benchmarks": dict(input=dict(rollouts=rollouts(), manifests=MANIFESTS), models=MODELS),
+    "episodes": dict(
+        input=dict(rollouts=rollouts(), manifests=MANIFESTS),
+        models=MODELS,
+        caption="../report/episodes_table.rst",  # episodes.rst is the histogram's
+    ),
 }
 
 
@@ -34,7 +45,7 @@ for _table, _spec in TABLES.items():
             md=report(
                 f"{R}/tables/{_table}.md",
                 category="Tables",
-                caption=f"../report/{_table}.rst",
+                caption=_spec.get("caption", f"../report/{_table}.rst"),
             ),
             csv=f"{R}/tables/{_table}.csv",
             tex=f"{R}/tables/{_table}.tex",
@@ -114,3 +125,78 @@ rule paired:
         b=lambda wc: wc.b,
     script:
         f"{SCRIPTS}/paired.py"
+
+
+rule cancellation:
+    """Appendix B.2 between two models: tasks better / worse / unchanged, attempts gained and lost."""
+    input:
+        rollouts=lambda wc: rollouts(model=wc.a) + rollouts(model=wc.b),
+        manifests=MANIFESTS,
+    output:
+        md=report(
+            f"{R}/tables/cancellation-{{a}}-vs-{{b}}.md",
+            category="Tables",
+            caption="../report/cancellation.rst",
+        ),
+        csv=f"{R}/tables/cancellation-{{a}}-vs-{{b}}.csv",
+        tex=f"{R}/tables/cancellation-{{a}}-vs-{{b}}.tex",
+    log:
+        f"{R}/logs/report/cancellation-{{a}}-vs-{{b}}.log",
+    benchmark:
+        timing("report", "report/cancellation-{a}-vs-{b}")
+    wildcard_constraints:
+        a=wildcard_pattern(),
+        b=wildcard_pattern(),
+    localrule: True
+    params:
+        **EVAL_PARAMS,
+        a=lambda wc: wc.a,
+        b=lambda wc: wc.b,
+    script:
+        f"{SCRIPTS}/cancellation.py"
+
+
+# Manual failure classification. The export is part of the grid; the labels table waits for human
+# input, so it is built only when asked for (results/tables/labels.md), from the filled copies in
+# annotate.dir (editing one rebuilds it).
+rule annotations:
+    """The failed attempts of one model on one benchmark, with an empty label column."""
+    input:
+        lambda wc: rollouts(model=wc.model, bench=wc.bench),
+    output:
+        f"{R}/annotations/{{model}}-{{bench}}.csv",
+    log:
+        f"{R}/logs/report/annotations/{{model}}-{{bench}}.log",
+    benchmark:
+        timing("report", "report/annotations/{model}-{bench}")
+    localrule: True
+    params:
+        model=lambda wc: wc.model,
+        bench=lambda wc: wc.bench,
+        annotate=config["annotate"],
+    script:
+        f"{SCRIPTS}/annotations.py"
+
+
+rule table_labels:
+    """Counts and pass rates per failure class, from the filled annotation files."""
+    input:
+        filled=filled_annotations,
+        rollouts=rollouts(),
+    output:
+        md=report(
+            f"{R}/tables/labels.md",
+            category="Tables",
+            caption="../report/labels.rst",
+        ),
+        csv=f"{R}/tables/labels.csv",
+        tex=f"{R}/tables/labels.tex",
+    log:
+        f"{R}/logs/report/labels.log",
+    benchmark:
+        timing("report", "report/labels")
+    localrule: True
+    params:
+        annotate=config["annotate"],
+    script:
+        f"{SCRIPTS}/labels.py"

@@ -74,6 +74,7 @@ rule subset_summary:
     params:
         subsets=[(s.h2, s.selection, s.rho) for s in G.subsets],
         h2s=G.h2s,
+        pool=config["score"]["pool"],
     script:
         f"{SCRIPTS}/subset_summary.py"
 

@@ -53,7 +53,7 @@ rule heldout:
 
 
 rule pool:
-    """The (H1, H2) scoring pool: trajectories at least H2 tokens long."""
+    """The (H1, H2) scoring pool: trajectories longer than H1, or at least H2 long (score.pool)."""
     input:
         h1=f"{R}/horizons/K{{h1}}.parquet",
         h2=f"{R}/horizons/K{{h2}}.parquet",
@@ -64,5 +64,7 @@ rule pool:
         f"{R}/logs/pool/H{{h1}}-{{h2}}.log",
     benchmark:
         timing("tokens", "pool/H{h1}-{h2}")
+    params:
+        rule=config["score"]["pool"],
     script:
         f"{SCRIPTS}/pool.py"

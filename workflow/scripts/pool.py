@@ -8,4 +8,6 @@ write_pool(
     snakemake.input.heldout,
     h2=int(snakemake.wildcards.h2),
     out_path=snakemake.output[0],
+    rule=snakemake.params.rule,
+    h1=int(snakemake.wildcards.h1),
 )

@@ -9,4 +9,5 @@ summary(
     list(snakemake.input.subsets),
     dict(zip(p.h2s, snakemake.input.pools)),
     snakemake.output[0],
+    pool_rule=p.pool,
 )

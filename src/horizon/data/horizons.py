@@ -3,7 +3,8 @@
 Horizon K = the first K tokens of the serialized trajectory (a clean prefix; LLaMA-Factory's
 `cutoff_len` instead splices the last partial turn, a known deviation). The induced decision-step
 horizon H_K is the number of assistant turns whose first supervised token lies inside the first K
-tokens. The scoring pool of (H1, H2) holds the trajectories at least H2 tokens long.
+tokens. The scoring pool of (H1, H2) holds the trajectories at least H2 tokens long (score.pool:
+per_h2) or every trajectory longer than H1 (longer_than_h1).
 """
 
 from __future__ import annotations
@@ -125,8 +126,29 @@ def write_heldout(
 POOL_SCHEMA = pa.schema([("traj_id", pa.string()), ("n_tokens", pa.int32()), ("n_window_tokens", pa.int32())])
 
 
-def pool_table(h1_table: pa.Table, h2_table: pa.Table, h2: int, exclude: set[str]) -> pa.Table:
-    """Trajectories with at least H2 tokens (not held out), with their assistant tokens in (H1, H2].
+POOL_RULES = ("longer_than_h1", "per_h2")
+
+
+def in_pool(n_tokens: int, h1: int | None, h2: int, rule: str) -> bool:
+    """score.pool: per_h2 keeps trajectories at least H2 long; longer_than_h1 every one longer than H1."""
+    if rule == "per_h2":
+        return n_tokens >= h2
+    if rule == "longer_than_h1":
+        if h1 is None:
+            raise ValueError("score.pool longer_than_h1 needs H1")
+        return n_tokens > h1
+    raise ValueError(f"score.pool: {rule!r} is not allowed (allowed: {', '.join(POOL_RULES)})")
+
+
+def pool_table(
+    h1_table: pa.Table,
+    h2_table: pa.Table,
+    h2: int,
+    exclude: set[str],
+    rule: str = "per_h2",
+    h1: int | None = None,
+) -> pa.Table:
+    """The pool's trajectories (not held out; `in_pool`), with their assistant tokens in (H1, H2].
 
     Sorted by length, longest first, then traj_id: scoring shards take every n-th row, which
     balances their work, and batches of neighbours have similar lengths.
@@ -140,19 +162,22 @@ def pool_table(h1_table: pa.Table, h2_table: pa.Table, h2: int, exclude: set[str
         h2_table.column("n_tokens").to_pylist(),
         h2_table.column("kept_assistant_tokens").to_pylist(),
     ):
-        if n >= h2 and tid not in exclude:
+        if in_pool(n, h1, h2, rule) and tid not in exclude:
             rows.append({"traj_id": tid, "n_tokens": n, "n_window_tokens": a2 - a1[tid]})
     rows.sort(key=lambda r: (-r["n_tokens"], r["traj_id"]))
     return pa.Table.from_pylist(rows, schema=POOL_SCHEMA)
 
 
-def write_pool(h1_file, h2_file, heldout_file, h2: int, out_path) -> pa.Table:
+def write_pool(
+    h1_file, h2_file, heldout_file, h2: int, out_path, rule: str = "per_h2", h1: int | None = None
+):
     exclude = set(pq.read_table(heldout_file, columns=["traj_id"]).column("traj_id").to_pylist())
-    table = pool_table(pq.read_table(h1_file), pq.read_table(h2_file), h2, exclude)
+    table = pool_table(pq.read_table(h1_file), pq.read_table(h2_file), h2, exclude, rule, h1)
     no_window = sum(1 for x in table.column("n_window_tokens").to_pylist() if x == 0)
     log.info(
-        "pool H2=%d: %d trajectories (%d held out excluded, %d without an assistant token in the window)",
+        "pool H2=%d (%s): %d trajectories (%d held out excluded, %d without an assistant token in the window)",
         h2,
+        rule,
         table.num_rows,
         len(exclude),
         no_window,

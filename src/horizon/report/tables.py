@@ -18,6 +18,7 @@ from pathlib import Path
 
 from horizon.grid import ModelName, order_models, parse_rollout_path
 from horizon.io import write_text
+from horizon.report import layouts
 from horizon.report.metrics import Cell, bootstrap_ci, build_cell, mean_sd, paired
 from horizon.report.render import DASH, Table, fmt
 
@@ -351,6 +352,17 @@ class TableInputs:
         return load_cells(self.rollouts, self.manifests, self.eval_cfg, self.report_cfg, self.models)
 
 
+def manifest_tasks(manifests: dict[str, str]) -> dict[str, list[str]]:
+    return {b: [t["id"] for t in json.loads(Path(f).read_text())["tasks"]] for b, f in manifests.items()}
+
+
+def model_hours(model_dirs: Sequence[str], h1: int) -> dict[str, float]:
+    """Total training hours per model as the cost table counts them (two-stage: + the warm start)."""
+    timings = {Path(d).name: json.loads((Path(d) / "timing.json").read_text()) for d in model_dirs}
+    theta1 = str(ModelName.single(h1))
+    return {m: _cost_total(ModelName.parse(m), timings, theta1)[0] for m in timings}
+
+
 TABLES: dict[str, Callable[[TableInputs], Table]] = {
     "reliability": lambda i: reliability(
         i.cells(), i.models, i.benches, i.eval_cfg, i.report_cfg, seed=i.seed
@@ -359,6 +371,14 @@ TABLES: dict[str, Callable[[TableInputs], Table]] = {
     "tasks": lambda i: tasks_table(i.cells(), i.models, i.benches, i.eval_cfg),
     "budget": lambda i: budget(i.cells(), i.summary, i.benches, i.eval_cfg),
     "cost": lambda i: cost(i.model_dirs, i.h1),
+    # the paper's own layouts (horizon.report.layouts)
+    "main": lambda i: layouts.main_table(
+        i.cells(), model_hours(i.model_dirs, i.h1), i.models, i.benches, i.eval_cfg
+    ),
+    "benchmarks": lambda i: layouts.benchmarks_table(i.cells(), i.models, i.benches, i.eval_cfg),
+    "episodes": lambda i: layouts.episodes_table(
+        i.rollouts, manifest_tasks(i.manifests), i.models, i.benches, i.eval_cfg
+    ),
 }
 
 
@@ -367,6 +387,14 @@ def write_table(name: str, outputs: dict, inputs: TableInputs) -> Table:
     if name not in TABLES:
         raise ValueError(f"unknown table {name!r} (known: {', '.join(TABLES)})")
     t = TABLES[name](inputs)
+    t.write(outputs["md"], outputs["csv"], outputs["tex"])
+    return t
+
+
+def write_cancellation(rollouts, manifests, a: str, b: str, benches, eval_cfg, report_cfg, outputs) -> Table:
+    """The cancellation-<a>-vs-<b> table (outputs: md, csv, tex paths)."""
+    cells = load_cells(rollouts, manifests, eval_cfg, report_cfg, [a, b])
+    t = layouts.cancellation_table(cells, a, b, benches, eval_cfg)
     t.write(outputs["md"], outputs["csv"], outputs["tex"])
     return t
 

@@ -62,7 +62,7 @@ class Scorer:
     def logprobs(self, ids: np.ndarray, targets: np.ndarray) -> list[np.ndarray]:
         """ids [B, T] int, targets [B, T] bool (position 0 never a target) -> per row, log p of its targets.
 
-        Rows must share one length T (the scorer feeds equal-length batches: no padding, no mask).
+        Rows share one length T; a shorter row is right-padded with no target in its padding.
         """
         torch = self.torch
         if targets[:, 0].any():
@@ -95,19 +95,29 @@ def _target_logprobs(logits, targets):
 
 
 def window_targets(roles: np.ndarray, h1: int, h2: int) -> np.ndarray:
-    """Supervised positions t with H1 < t <= H2 (1-based), i.e. 0-based indices H1..H2-1."""
-    mask = np.zeros(h2, dtype=bool)
-    mask[h1:h2] = roles[h1:h2] == 1
+    """Supervised positions t with H1 < t <= min(H2, length) (1-based), i.e. 0-based H1..H2-1."""
+    n = min(len(roles), h2)  # a trajectory may end inside the window (score.pool: longer_than_h1)
+    mask = np.zeros(n, dtype=bool)
+    mask[h1:n] = roles[h1:n] == 1
     return mask
 
 
+def _right_padded(arrays: list[np.ndarray], fill) -> np.ndarray:
+    """Rows padded on the right to the longest: under causal attention a real position never sees
+    the padding after it, so no mask is needed (pool rows of length H2 need no padding at all)."""
+    out = np.full((len(arrays), max(len(a) for a in arrays)), fill, dtype=arrays[0].dtype)
+    for i, a in enumerate(arrays):
+        out[i, : len(a)] = a
+    return out
+
+
 def _score_batches(scorer: Scorer, todo: list[dict], rows: dict, h1: int, h2: int, batch_tokens: int):
-    """Yield (group, records) for batches of equal-length pool trajectories."""
+    """Yield (group, records) for batches of pool trajectories (sorted by length: neighbours are alike)."""
     per_batch = max(1, batch_tokens // h2)
     for s in range(0, len(todo), per_batch):
         group = todo[s : s + per_batch]
-        ids = np.stack([rows[r["traj_id"]]["input_ids"] for r in group])
-        targets = np.stack([window_targets(rows[r["traj_id"]]["roles"], h1, h2) for r in group])
+        ids = _right_padded([rows[r["traj_id"]]["input_ids"] for r in group], 0)
+        targets = _right_padded([window_targets(rows[r["traj_id"]]["roles"], h1, h2) for r in group], False)
         recs = []
         for r, lp in zip(group, scorer.logprobs(ids, targets)):
             score = float(lp.mean())
@@ -154,7 +164,7 @@ def score_shard(
         pending = []
         for group, recs in _score_batches(scorer, todo, rows, h1, h2, batch_tokens):
             pending += recs
-            progress.update(len(group), tokens=len(group) * h2)
+            progress.update(len(group), tokens=sum(min(int(r["n_tokens"]), h2) for r in group))
             if len(pending) >= write_every:
                 journal.append(pending)
                 pending = []

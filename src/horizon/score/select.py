@@ -67,8 +67,10 @@ def summary(
     subset_paths: Sequence[str | Path],
     pool_paths: dict[int, str | Path],
     out_path: str | Path,
+    pool_rule: str | None = None,
 ) -> list[dict]:
-    """One row per subset: H2, selection, pct, n, mean score, mean length, mean window tokens."""
+    """One row per subset: H2, selection, pct, n, mean score, mean length, mean window tokens, and the
+    pool it was drawn from: its rule (score.pool), size and scored size (an assistant token in the window)."""
     pools = {h2: {r["traj_id"]: r for r in pq.read_table(p).to_pylist()} for h2, p in pool_paths.items()}
     out = []
     for sub, path in zip(subsets, subset_paths):
@@ -89,6 +91,9 @@ def summary(
                 "mean_window_tokens": float(np.mean([pool[r["traj_id"]]["n_window_tokens"] for r in rows]))
                 if rows
                 else nan,
+                "pool_rule": pool_rule or "",
+                "pool": len(pool),
+                "pool_scored": sum(1 for r in pool.values() if r["n_window_tokens"] > 0),
             }
         )
     write_csv(out_path, out)

@@ -17,6 +17,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from horizon.config import grad_accumulation
 from horizon.train.examples import TrainSpec, build_examples
 
 log = logging.getLogger("horizon.train.launch")
@@ -60,23 +61,52 @@ def launch_command(spec_path: str, env: dict, gpus: int, cpu_processes: int) -> 
     return [*torchrun, "--standalone", "--nnodes=1", *worker]
 
 
-def train_model(spec: TrainSpec, threads: int = 1, log_path: str | None = None) -> None:
-    import torch
+def world_size(env: dict, gpus: int, cpu_processes: int) -> int:
+    """Processes of the whole job: nodes (Slurm) x processes per node (GPUs, or CPU processes)."""
+    return slurm_nodes(env) * (gpus if gpus > 0 else cpu_processes)
 
+
+def check_batch(spec: TrainSpec, env: dict, gpus: int) -> int:
+    """The gradient accumulation this machine needs for train.global_batch (an error naming the values)."""
+    t = spec.train
+    world = world_size(env, gpus, t["cpu_processes"])
+    device = f"{gpus} GPUs" if gpus else f"{t['cpu_processes']} CPU processes"
+    where = f" ({spec.name}: {slurm_nodes(env)} node(s) x {device})"
+    return grad_accumulation(t["global_batch"], world, t["per_device_batch"], where)
+
+
+def prepare(spec: TrainSpec) -> Path:
+    """Write the examples and the spec once, before any worker starts; the spec's path."""
     build_examples(spec)
     ckpt = Path(spec.checkpoints)
     ckpt.mkdir(parents=True, exist_ok=True)
     spec_path = ckpt / "spec.json"
     spec.save(spec_path)
-    gpus = torch.cuda.device_count()
-    env = dict(os.environ)
-    procs = gpus or spec.train["cpu_processes"]
-    env["OMP_NUM_THREADS"] = str(max(1, threads // procs))
+    return spec_path
+
+
+def worker_env(env: dict, processes: int, threads: int, log_path: str | None) -> dict:
+    env = dict(env)
+    env["OMP_NUM_THREADS"] = str(max(1, threads // processes))
     env["TOKENIZERS_PARALLELISM"] = "false"
     if log_path:
         env["HORIZON_LOG"] = str(Path(log_path).resolve())
+    return env
+
+
+def train_model(spec: TrainSpec, threads: int = 1, log_path: str | None = None) -> None:
+    import torch
+
+    gpus = torch.cuda.device_count()
+    accumulation = check_batch(spec, dict(os.environ), gpus)  # before any work: a bad split fails at once
+    spec_path = prepare(spec)
+    env = worker_env(os.environ, gpus or spec.train["cpu_processes"], threads, log_path)
     cmd = launch_command(str(spec_path), env, gpus, spec.train["cpu_processes"])
-    log.info("%s: %s", spec.name, shlex.join(cmd))
+    log.info(
+        "%s: global batch %d = %d processes x %d per device x %d accumulation; %s",
+        spec.name, spec.train["global_batch"], world_size(env, gpus, spec.train["cpu_processes"]),
+        spec.train["per_device_batch"], accumulation, shlex.join(cmd),
+    )  # fmt: skip
     proc = subprocess.run(cmd, env=env)
     if proc.returncode != 0:
         raise RuntimeError(f"training {spec.name} failed (exit {proc.returncode}); its log says why")

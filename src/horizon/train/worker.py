@@ -15,6 +15,7 @@ import shutil
 import time
 from pathlib import Path
 
+from horizon.config import grad_accumulation
 from horizon.io import write_json
 from horizon.train.callbacks import progress_callback, record_segment, segment_callback, segments_path
 from horizon.train.examples import Collator, Examples, TrainSpec
@@ -58,6 +59,11 @@ def training_arguments(spec: TrainSpec, on_cpu: bool):
     from transformers import TrainingArguments
 
     t = spec.train
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    # the global batch is fixed by config; accumulation absorbs the machine's world size
+    accumulation = grad_accumulation(
+        t["global_batch"], world, t["per_device_batch"], f" (training {spec.name})"
+    )
     return TrainingArguments(
         output_dir=spec.checkpoints,
         num_train_epochs=t["epochs"],
@@ -70,7 +76,7 @@ def training_arguments(spec: TrainSpec, on_cpu: bool):
         optim=t["optim"],
         max_grad_norm=t["max_grad_norm"],
         per_device_train_batch_size=t["per_device_batch"],
-        gradient_accumulation_steps=t["grad_accum"],
+        gradient_accumulation_steps=accumulation,
         bf16=t["bf16"],
         deepspeed=deepspeed_config(t["deepspeed"]),
         **_checkpointing_args(t["gradient_checkpointing"]),
@@ -215,6 +221,17 @@ def _replace_dir(src: Path, dst: Path) -> None:
         os.replace(src, dst)
 
 
+def batch_record(trainer) -> dict:
+    """The batch as the trainer used it: global batch = per-device batch x accumulation x world size."""
+    args = trainer.args
+    return {
+        "global_batch": args.per_device_train_batch_size * args.gradient_accumulation_steps * args.world_size,
+        "per_device_batch": args.per_device_train_batch_size,
+        "grad_accumulation": args.gradient_accumulation_steps,
+        "optimizer_steps": trainer.state.global_step,
+    }
+
+
 def _finalize(spec: TrainSpec, out: Path, trainer, on_cpu: bool) -> None:
     import torch
 
@@ -236,6 +253,7 @@ def _finalize(spec: TrainSpec, out: Path, trainer, on_cpu: bool) -> None:
         "world_size": world,
         "device": device,
         "global_step": trainer.state.global_step,
+        **batch_record(trainer),
         "start": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(min(s["start"] for s in segs.values()))),
         "end": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(max(s["end"] for s in segs.values()))),
         "horizon": spec.horizon,
@@ -249,6 +267,7 @@ def _finalize(spec: TrainSpec, out: Path, trainer, on_cpu: bool) -> None:
         for k, v in trainer.args.to_dict().items()
         if isinstance(v, str | int | float | bool | type(None))
     }
+    effective.update(batch_record(trainer))
     ds = getattr(trainer.accelerator.state, "deepspeed_plugin", None)
     if ds is not None:
         effective["deepspeed_config"] = ds.deepspeed_config

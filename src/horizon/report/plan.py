@@ -1,0 +1,365 @@
+"""`horizon plan`: what the grid will cost before it runs, per stage and in total, in GPU-hours.
+
+Per stage the plan counts the work (tokens or attempts) from config and the corpus's lengths, divides
+by a throughput, and spreads the GPU-hours over the GPUs the profile gives each job:
+
+  tokenize     corpus tokens / tokens per s of a job (CPU), tokenize.shards jobs at once
+  train        epochs x sum over training trajectories of min(length, K) tokens / tokens per GPU-s;
+               refinements: epochs x ceil(rho x scored pool) x the pool's mean min(length, H2)
+  score        the pool's tokens up to H2 / tokens per GPU-s, score.shards jobs at once
+  diagnostics  the curves' trajectories under every single-stage model and theta1 (a rough count)
+  rollouts     models x tasks x attempts x repeats; a job (one per model x repeat) runs
+               eval.concurrency attempts at once on its GPUs
+
+Before anything runs the lengths and throughputs are assumptions (config `plan`, our estimates);
+with `from_results` they are what finished jobs measured: token shards, pools, timing.json,
+Snakemake's benchmark files, attempt records. Every plan prints where each figure comes from.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from horizon.config import gpus_of
+from horizon.grid import Grid
+from horizon.score.select import keep_count
+
+# ---------------------------------------------------------------------------------------------
+# trajectory lengths: an assumed survival curve or the measured lengths
+
+
+def _linear(x: float, x0: float, s0: float, x1: float, s1: float) -> float:
+    return s0 + (s1 - s0) * (x - x0) / (x1 - x0)
+
+
+@dataclass
+class Lengths:
+    """Trajectory lengths as the plan knows them: N x a survival curve S(x) = P(length > x), or measured."""
+
+    count: int
+    survival: list[tuple[float, float]] | None = None
+    measured: np.ndarray | None = None
+    source: str = ""
+
+    def _integral(self, a: float, b: float) -> float:
+        """The integral of S over [a, b] (S linear between its points, 0 after the last)."""
+        total = 0.0
+        for (x0, s0), (x1, s1) in zip(self.survival, self.survival[1:]):
+            lo, hi = max(a, x0), min(b, x1)
+            if hi > lo:
+                total += (_linear(lo, x0, s0, x1, s1) + _linear(hi, x0, s0, x1, s1)) / 2 * (hi - lo)
+        return total
+
+    def below(self, x: float) -> float:
+        """The `longer` threshold that means "at least x tokens" (lengths are whole tokens when measured)."""
+        return x - 0.5 if self.measured is not None else x
+
+    def longer(self, x: float) -> float:
+        """How many trajectories are longer than x tokens."""
+        if self.measured is not None:
+            return float(np.count_nonzero(self.measured > x))
+        return self.count * self._survival_at(x)
+
+    def _survival_at(self, x: float) -> float:
+        pts = self.survival
+        for (x0, s0), (x1, s1) in zip(pts, pts[1:]):
+            if x0 <= x <= x1:
+                return _linear(x, x0, s0, x1, s1)
+        return pts[0][1] if x < pts[0][0] else 0.0
+
+    def tokens(self, k: float, longer_than: float = 0.0) -> float:
+        """sum of min(length, k) over the trajectories longer than `longer_than`."""
+        if self.measured is not None:
+            sel = self.measured[self.measured > longer_than]
+            return float(np.minimum(sel, k).sum())
+        if k <= longer_than:
+            return k * self.longer(longer_than)
+        # min(n, k) 1{n > a} = integral over x in [0, k) of 1{n > max(x, a)}
+        return self.count * (longer_than * self._survival_at(longer_than) + self._integral(longer_than, k))
+
+
+def assumed_lengths(plan_cfg: Mapping) -> Lengths:
+    pts = [(float(x), float(s)) for x, s in plan_cfg["length_survival"]]
+    if any(b[0] <= a[0] or b[1] > a[1] for a, b in zip(pts, pts[1:])) or pts[-1][1] != 0:
+        raise ValueError(
+            "config key plan.length_survival: lengths must increase, fractions must not, and the last must be 0"
+        )
+    return Lengths(plan_cfg["trajectories"], survival=pts,
+                   source="assumed (plan.trajectories, plan.length_survival)")  # fmt: skip
+
+
+# ---------------------------------------------------------------------------------------------
+# what the plan assumes, and what finished jobs measured instead
+
+
+@dataclass
+class Rates:
+    tokenize: float  # tokens/s of one tokenize job
+    train: float  # tokens/s per GPU (per process on CPU)
+    score: float
+    rollout_s: dict[str, float]  # seconds of one attempt, per benchmark
+    sources: dict[str, str] = field(default_factory=dict)
+
+
+def assumed_rates(plan_cfg: Mapping, benches) -> Rates:
+    def src(key: str, unit: str) -> str:
+        return f"{plan_cfg[key]:,.0f} {unit}, assumed (config plan.{key})"
+
+    return Rates(
+        plan_cfg["tokenize_tokens_per_s"],
+        plan_cfg["train_tokens_per_gpu_s"],
+        plan_cfg["score_tokens_per_gpu_s"],
+        {b: plan_cfg["rollout_seconds_per_attempt"] for b in benches},
+        {"tokenize": src("tokenize_tokens_per_s", "tokens/s per job"),
+         "train": src("train_tokens_per_gpu_s", "tokens/s per GPU"),
+         "score": src("score_tokens_per_gpu_s", "tokens/s per GPU"),
+         "rollout": src("rollout_seconds_per_attempt", "s per attempt")},
+    )  # fmt: skip
+
+
+@dataclass
+class Profile:
+    """GPUs per job as the profile asks for them (0 = a CPU job), and how many jobs run at once."""
+
+    train_gpus: int
+    train_nodes: int
+    score_gpus: int
+    rollout_gpus: int
+    jobs: int | None
+    name: str
+
+    @property
+    def train_world(self) -> int:
+        return self.train_gpus * self.train_nodes
+
+
+def read_profile(profile_dir: str | Path) -> Profile:
+    """The profile's per-rule GPUs, with YTE evaluated against this environment (as Snakemake does)."""
+    import yte
+
+    path = Path(profile_dir) / "config.yaml"
+    if not path.exists():
+        raise FileNotFoundError(f"no profile at {path} (give --profile a directory holding config.yaml)")
+    with open(path) as fh:
+        prof = yte.process_yaml(fh, require_use_yte=True) or {}
+    res = prof.get("set-resources") or {}
+    train = res.get("train_single") or {}
+    return Profile(
+        train_gpus=gpus_of(train) or 0,
+        train_nodes=int(train.get("nodes") or 1),
+        score_gpus=gpus_of(res.get("score") or {}) or 0,
+        rollout_gpus=gpus_of(res.get("rollout") or {}) or 0,
+        jobs=prof.get("jobs"),
+        name=str(profile_dir),
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# the plan
+
+
+@dataclass
+class Row:
+    stage: str
+    amount: float
+    unit: str  # tokens | attempts
+    rate: str
+    gpus: int  # per job (0: CPU)
+    gpu_hours: float
+    wall_hours: float
+    measured: bool = False  # a finished job's own figures
+
+    def line(self) -> str:
+        gpu = f"{self.gpu_hours:,.1f}" if self.gpus else "–"
+        flag = " (done)" if self.measured else ""
+        return (f"{self.stage:<32} {self.amount:>9.3g} {self.unit:<8} {self.rate:<20} {self.gpus:>4} "
+                f"{gpu:>10} {duration(self.wall_hours):>11}{flag}")  # fmt: skip
+
+
+def duration(hours: float) -> str:
+    if hours >= 1:
+        return f"{hours:,.1f} h"
+    return f"{hours * 60:.1f} min" if hours * 60 >= 1 else f"{hours * 3600:.0f} s"
+
+
+HEADER = f"{'stage':<32} {'work':>18} {'throughput':<20} {'GPUs':>4} {'GPU-hours':>10} {'wall':>11}"
+
+
+def _device_hours(seconds_of_work: float, gpus_per_job: int) -> float:
+    return seconds_of_work / 3600 if gpus_per_job else 0.0
+
+
+def _train_row(
+    name: str, tokens: float, rates: Rates, prof: Profile, cpu_processes: int, done: dict | None
+) -> Row:
+    """A training job at the profile's GPUs (or train.cpu_processes without GPUs); a finished one as it ran."""
+    if done:  # its own hours on its own world
+        hours, procs = done["wall_hours"], done["world_size"]
+        gpus = 0 if done.get("device") == "cpu" else procs
+        return Row(f"train {name}", done["tokens_seen"], "tokens", "measured", gpus, hours * gpus, hours,
+                   measured=True)  # fmt: skip
+    per_device_s = tokens / rates.train
+    procs = prof.train_world or cpu_processes
+    return Row(f"train {name}", tokens, "tokens", f"{rates.train:,.0f} tok/s/{'GPU' if prof.train_gpus else 'proc'}",
+               prof.train_world, _device_hours(per_device_s, prof.train_gpus), per_device_s / procs / 3600)  # fmt: skip
+
+
+@dataclass
+class Pool:
+    count: float  # trajectories in the pool
+    scored: float  # with an assistant token in the window
+    tokens: float  # sum of min(length, H2) over the pool
+
+
+def default_heldout(cfg: Mapping, lengths: Lengths) -> np.ndarray:
+    """The held-out trajectories as the heldout rule picks them: at least max(horizons) long, at most a
+    quarter of those; assumed exactly max(horizons) long (a lower bound)."""
+    longest = max(cfg["horizons"])
+    n = min(cfg["split"]["heldout"], int(lengths.longer(lengths.below(longest))) // 4)
+    return np.full(n, longest, dtype=np.int64)
+
+
+def pool_estimate(cfg: Mapping, lengths: Lengths, h2: int, heldout: np.ndarray) -> Pool:
+    h1, rule = cfg["refine"]["h1"], cfg["score"]["pool"]
+    floor = h1 if rule == "longer_than_h1" else lengths.below(h2)  # per_h2: at least H2 long
+    out = heldout[heldout > floor]
+    count = max(0.0, lengths.longer(floor) - len(out))
+    tokens = max(0.0, lengths.tokens(h2, floor) - float(np.minimum(out, h2).sum()))
+    return Pool(count, count, tokens)
+
+
+def pools(cfg: Mapping, lengths: Lengths, measured: Mapping | None = None) -> dict[int, Pool]:
+    measured = measured or {}
+    heldout = measured.get("heldout")
+    heldout = default_heldout(cfg, lengths) if heldout is None else heldout
+    return {h2: measured.get("pools", {}).get(h2) or pool_estimate(cfg, lengths, h2, heldout)
+            for h2 in cfg["refine"]["h2"]}  # fmt: skip
+
+
+def plan(
+    cfg: Mapping, prof: Profile, lengths: Lengths, rates: Rates, measured: Mapping | None = None
+) -> list[Row]:
+    """Every stage's row, in the order the workflow runs them."""
+    measured = measured or {}
+    grid = Grid.from_config(cfg)
+    epochs, cpu_procs = cfg["train"]["epochs"], cfg["train"]["cpu_processes"]
+    heldout = measured.get("heldout")
+    heldout = default_heldout(cfg, lengths) if heldout is None else heldout
+    corpus = lengths.tokens(math.inf)
+    rows = [Row("tokenize", corpus, "tokens", f"{rates.tokenize:,.0f} tok/s/job", 0, 0.0,
+                corpus / rates.tokenize / cfg["tokenize"]["shards"] / 3600)]  # fmt: skip
+    timings = measured.get("timings", {})
+    for k in grid.horizons:
+        name = f"single-K{k}"
+        tokens = epochs * max(0.0, lengths.tokens(k) - float(np.minimum(heldout, k).sum()))
+        rows.append(_train_row(name, tokens, rates, prof, cpu_procs, timings.get(name)))
+    pool_of = pools(cfg, lengths, measured)
+    for h2 in grid.h2s:
+        pool = pool_of[h2]
+        rows.append(_score_row(cfg, grid, h2, pool, rates, prof))
+        for s in (s for s in grid.subsets if s.h2 == h2):
+            kept = pool.count if s.selection == "all" else keep_count(s.rho, int(round(pool.scored)))
+            tokens = epochs * kept * (pool.tokens / pool.count if pool.count else 0.0)
+            rows.append(_train_row(str(s.model), tokens, rates, prof, cpu_procs, timings.get(str(s.model))))
+    rows.append(_diagnostics_row(cfg, grid, lengths, rates, prof))
+    rows += _rollout_rows(cfg, grid, rates, prof, measured.get("tasks", {}))
+    return rows
+
+
+def _score_row(cfg, grid: Grid, h2: int, pool: Pool, rates: Rates, prof: Profile) -> Row:
+    gpu_s = pool.tokens / rates.score
+    jobs, gpus = cfg["score"]["shards"], prof.score_gpus
+    return Row(f"score H{grid.h1}-{h2}", pool.tokens, "tokens", f"{rates.score:,.0f} tok/s/{'GPU' if gpus else 'job'}", gpus,
+               _device_hours(gpu_s, gpus), gpu_s / jobs / max(gpus, 1) / 3600)  # fmt: skip
+
+
+def _diagnostics_row(cfg, grid: Grid, lengths: Lengths, rates: Rates, prof: Profile) -> Row:
+    """A rough count: every curve set of up to diagnostics.max_trajectories long trajectories, each scored
+    to diagnostics.max_tokens (or the long trajectories' mean length)."""
+    d, longest = cfg["diagnostics"], max(grid.horizons)
+    n_long = lengths.longer(lengths.below(longest))
+    mean_long = lengths.tokens(math.inf, lengths.below(longest)) / n_long if n_long else longest
+    sets = len(grid.horizons) + 3 * len(grid.h2s)  # every single-stage model; theta1 on top, bottom, pool
+    tokens = sets * min(d["max_trajectories"], n_long) * min(d["max_tokens"], mean_long)
+    gpu_s = tokens / rates.score
+    return Row("diagnostics", tokens, "tokens", f"{rates.score:,.0f} tok/s/{'GPU' if prof.score_gpus else 'job'}", prof.score_gpus,
+               _device_hours(gpu_s, prof.score_gpus), gpu_s / max(prof.score_gpus, 1) / 3600)  # fmt: skip
+
+
+def benchmark_tasks(cfg: Mapping, bench: str, manifests: Mapping[str, int]) -> int:
+    """Tasks of a benchmark: its tasks.json, its `tasks` list, its directory, or plan.benchmark_tasks."""
+    if bench in manifests:
+        return manifests[bench]
+    spec = cfg["eval"]["benchmarks"][bench]
+    if spec.get("tasks"):
+        return len(spec["tasks"])
+    local = Path(spec.get("path") or "/nonexistent")
+    if local.is_dir():  # task directories on disk: count them (task.toml: Harbor, task.yaml: TB1)
+        return sum(1 for d in local.iterdir() if (d / "task.toml").exists() or (d / "task.yaml").exists())
+    known = cfg["plan"]["benchmark_tasks"]
+    if bench not in known:
+        raise KeyError(f"config key plan.benchmark_tasks.{bench}: how many tasks {bench} has is not known yet "
+                       "(set it, list eval.benchmarks.<name>.tasks, or run its benchmark rule first)")  # fmt: skip
+    return known[bench]
+
+
+def _rollout_rows(cfg, grid: Grid, rates: Rates, prof: Profile, manifests: Mapping[str, int]) -> list[Row]:
+    ev = cfg["eval"]
+    rows = []
+    for b in grid.benches:
+        tasks = benchmark_tasks(cfg, b, manifests)
+        jobs = len(grid.models) * len(grid.repeats)
+        job_hours = tasks * ev["attempts"] * rates.rollout_s[b] / ev["concurrency"] / 3600
+        waves = math.ceil(jobs / prof.jobs) if prof.jobs else 1
+        gpus = prof.rollout_gpus
+        rows.append(Row(f"rollouts {b}", jobs * tasks * ev["attempts"], "attempts",
+                        f"{rates.rollout_s[b]:,.0f} s/attempt", gpus, jobs * job_hours * gpus,
+                        job_hours * waves))  # fmt: skip
+    return rows
+
+
+def critical_path_hours(rows: list[Row], cfg: Mapping) -> float:
+    """tokenize, the slowest training chain (a single-stage model; or theta1, scoring and a refinement),
+    then the slowest benchmark's rollouts."""
+    wall = {r.stage: r.wall_hours for r in rows}
+    grid = Grid.from_config(cfg)
+    single = max(wall[f"train single-K{k}"] for k in grid.horizons)
+    refine = [wall[f"score H{grid.h1}-{h2}"] + max(wall[f"train {s.model}"] for s in grid.subsets if s.h2 == h2)
+              for h2 in grid.h2s if any(s.h2 == h2 for s in grid.subsets)]  # fmt: skip
+    two_stage = wall[f"train single-K{grid.h1}"] + max(refine, default=0.0)
+    rollouts = max((r.wall_hours for r in rows if r.stage.startswith("rollouts")), default=0.0)
+    return wall["tokenize"] + max(single, two_stage) + rollouts
+
+
+def render(rows: list[Row], cfg: Mapping, prof: Profile, lengths: Lengths, rates: Rates, title: str,
+           measured: Mapping | None = None) -> str:  # fmt: skip
+    world = f"{prof.train_gpus} GPUs x {prof.train_nodes} node(s)" if prof.train_gpus else "CPU (no GPUs)"
+    lines = [f"horizon plan: {title}; profile {prof.name} (training {world}; scoring {prof.score_gpus}, "
+             f"rollouts {prof.rollout_gpus} GPU(s) per job)", "assumptions:",
+             f"  lengths     {lengths.count:,} trajectories, {lengths.source}",
+             *[f"  pool H{cfg['refine']['h1']}-{h2}  {p.count:,.0f} trajectories ({cfg['score']['pool']}), "
+               f"{p.scored:,.0f} scored" for h2, p in pools(cfg, lengths, measured).items()],
+             *[f"  {k:<11} {v}" for k, v in rates.sources.items()],
+             "", HEADER, *[r.line() for r in rows], "",
+             f"wall time on the critical path (every job of a stage at once): {duration(critical_path_hours(rows, cfg))}",
+             f"total: {sum(r.gpu_hours for r in rows):,.1f} GPU-hours"]  # fmt: skip
+    return "\n".join(lines)
+
+
+def make_plan(cfg: Mapping, profile_dir: str | Path, results: Path | None = None, title: str = "") -> str:
+    """The printed plan: assumptions, one row per stage, the critical path and (last line) the total."""
+    prof = read_profile(profile_dir)
+    lengths = assumed_lengths(cfg["plan"])
+    rates = assumed_rates(cfg["plan"], cfg["eval"]["benchmarks"])
+    measured = None
+    if results is not None:
+        from horizon.report.measured import from_results
+
+        lengths, rates, measured = from_results(cfg, results, lengths, rates, prof)
+    rows = plan(cfg, prof, lengths, rates, measured)
+    return render(rows, cfg, prof, lengths, rates, title, measured)
