@@ -67,6 +67,15 @@ def job_counts(output: str) -> dict[str, int]:
 DEMO_TASKS = ["count-rows", "run-script", "fix-bug", "write-report"]
 
 
+def demo_config(workdir: Path) -> Path:
+    """The demo's config with its repository paths made absolute, so the workflow can run (or dry-run)
+    in another directory than the repository's, whatever results/ the repository holds."""
+    cfg = yaml.safe_load((REPO / "demo" / "config.yaml").read_text())
+    cfg["eval"]["benchmarks"]["demo"]["path"] = str(REPO / "demo" / "tasks")
+    cfg["eval"]["prompt_template"] = str(REPO / "demo" / "prompt.yaml")
+    return write_config(Path(workdir) / "config.yaml", cfg)
+
+
 def tiny_demo_config(workdir: Path, **overrides) -> Path:
     """The demo config made smaller (4 tasks, no base model) with absolute paths:
     the same rules, for tests that run the workflow several times (Slurm, crash safety)."""

@@ -3,7 +3,7 @@
 import pytest
 
 from horizon import config as hc
-from tests.helpers import REPO, deep_update, job_counts, snakemake, write_config
+from tests.helpers import REPO, deep_update, demo_config, job_counts, snakemake, write_config
 
 
 def expected_counts(cfg: dict) -> dict[str, int]:
@@ -63,8 +63,14 @@ def test_paper_grid_counts_match_config():
     assert ["single-K12288", "single-K16384"] in PAPER["report"]["paired"] and c["cancellation"] == 2
 
 
-def test_paper_grid_lists_every_new_table_target():
-    out = snakemake(["-n", "-q", "rules"], cwd=REPO).stdout + snakemake(["-n"], cwd=REPO).stdout
+def in_empty_dir(tmp_path) -> list[str]:
+    """Dry-runs in an empty working directory: what the repository's own results/ holds does not count."""
+    return ["--directory", str(tmp_path)]
+
+
+def test_paper_grid_lists_every_new_table_target(tmp_path):
+    args = ["--configfile", str(REPO / "config.yaml"), *in_empty_dir(tmp_path), "-n"]
+    out = snakemake([*args, "-q", "rules"], cwd=REPO).stdout + snakemake(args, cwd=REPO).stdout
     for target in ("tables/main.md", "tables/benchmarks.md", "tables/episodes.md",
                    "tables/cancellation-single-K12288-vs-single-K16384.md",
                    "annotations/single-K16384-terminal-bench-2.csv"):  # fmt: skip
@@ -73,18 +79,18 @@ def test_paper_grid_lists_every_new_table_target():
 
 
 @pytest.mark.parametrize("profile", [[], ["--profile", "slurm"]], ids=["local", "slurm-profile"])
-def test_full_grid_dry_run(profile):
-    out = snakemake([*profile, "-n", "-q", "rules"], cwd=REPO).stdout
+def test_full_grid_dry_run(profile, tmp_path):
+    args = ["--configfile", str(REPO / "config.yaml"), *in_empty_dir(tmp_path)]
+    out = snakemake([*profile, *args, "-n", "-q", "rules"], cwd=REPO).stdout
     assert job_counts(out) == expected_counts(PAPER)
 
 
 @pytest.mark.parametrize("profile", [[], ["--profile", "slurm"]], ids=["local", "slurm-profile"])
-def test_demo_dry_run(profile):
+def test_demo_dry_run(profile, tmp_path):
     # the demo's global batch (4) is one process x 4 sequences: on a cluster it trains on one GPU
     gpus = {"HORIZON_GPUS_PER_NODE": "1"}
-    out = snakemake(
-        [*profile, "--configfile", "demo/config.yaml", "-n", "-q", "rules"], cwd=REPO, env=gpus
-    ).stdout
+    args = ["--configfile", str(demo_config(tmp_path)), *in_empty_dir(tmp_path)]
+    out = snakemake([*profile, *args, "-n", "-q", "rules"], cwd=REPO, env=gpus).stdout
     assert job_counts(out) == expected_counts(hc.load(REPO / "demo" / "config.yaml"))
 
 
@@ -110,7 +116,9 @@ def test_dry_run_of_another_grid(tmp_path):
         },
     )
     path = write_config(tmp_path / "grid.yaml", cfg)
-    out = snakemake(["--configfile", str(path), "-n", "-q", "rules"], cwd=REPO).stdout
+    out = snakemake(
+        ["--configfile", str(path), *in_empty_dir(tmp_path), "-n", "-q", "rules"], cwd=REPO
+    ).stdout
     assert job_counts(out) == expected_counts(hc.validate(cfg))
 
 

@@ -23,7 +23,11 @@ class Job:
 
 def planned_jobs(target: str, env: dict | None = None) -> dict[str, Job]:
     """rule -> (threads, resources) as `snakemake --profile slurm -n` plans them."""
-    out = snakemake(["--profile", "slurm", "-n", target], cwd=REPO, env=env).stdout
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as empty:  # the repository's own results/ must not count
+        cfg = ["--configfile", str(REPO / "config.yaml"), "--directory", empty]
+        out = snakemake(["--profile", "slurm", *cfg, "-n", target], cwd=REPO, env=env).stdout
     jobs = {}
     for block in re.split(r"\n(?=(?:local)?rule \w+:)", out):
         m = re.match(r"(?:local)?rule (\w+):", block)
@@ -123,6 +127,7 @@ def test_a_bad_node_count_is_refused(bad):
         env={"HORIZON_TRAIN_NODES": bad},
     )
     assert proc.returncode != 0
+    assert f"HORIZON_TRAIN_NODES must be a positive integer, got '{bad}'" in proc.stdout + proc.stderr
 
 
 def test_a_profile_whose_gpus_do_not_divide_the_global_batch_fails_at_parse_time(tmp_path):
