@@ -2,6 +2,7 @@
 #   make demo    set up .venv if needed, then run the whole study in miniature on this CPU
 #   make test    set up .venv and the engines if needed, then run every test (what CI runs)
 #   make check   the fast tier for the edit loop: lint + unit and DAG tests (under 3 minutes)
+#   make refenv  the reference Terminus-2 (harbor, terminal-bench) in .venv-harbor, on a Python >= 3.12
 PY      ?= python3
 VENV    := .venv
 BIN     := $(VENV)/bin
@@ -15,8 +16,12 @@ TORCH   := $(shell grep -E '^torch==' $(CONSTRAINTS))
 # Debian packages of the engines the tests start (the demo needs only the sandbox's two)
 SANDBOX_PKGS := bubblewrap tmux
 ENGINE_PKGS  := $(SANDBOX_PKGS) docker.io debootstrap slurmctld slurmd slurm-client munge
+# The published Terminus-2 implementations, in their own environment (they need Python >= 3.12):
+# the conformance suite compares our loop with them; eval.prompt_template terminus-2-* reads their wording.
+REF_ENV  := .venv-harbor
+REF_PKGS := harbor==0.26.0 terminal-bench==0.2.18
 
-.PHONY: setup engines sandbox-deps demo test check lint dryrun image
+.PHONY: setup engines sandbox-deps refenv demo test check lint dryrun image
 
 $(STAMP): pyproject.toml $(CONSTRAINTS)
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV) || { \
@@ -40,6 +45,9 @@ define apt_install
 	  else echo "missing Debian packages:$$missing (sudo apt-get install$$missing)" >&2; exit 1; fi; fi
 endef
 
+refenv:
+	envs/refenv.sh $(REF_ENV) "$(REF_PKGS)"
+
 sandbox-deps:
 	$(call apt_install,$(SANDBOX_PKGS))
 
@@ -50,7 +58,7 @@ demo: setup sandbox-deps
 	$(BIN)/python -m horizon.demo --configfile $(DEMO_CONFIG) --cores $(CORES)
 
 # every engine must run here: a missing one fails its tests instead of skipping them
-test: setup engines
+test: setup engines refenv
 	HORIZON_REQUIRE_ENGINES=1 $(BIN)/python -m pytest $(PYTEST_ARGS)
 
 check: setup lint

@@ -207,6 +207,9 @@ def agent_config(settings: EvalSettings) -> AgentConfig:
         max_tokens=settings.sampling.max_tokens,
         agent_timeout=settings.agent_timeout_s,
         max_consecutive_parse_errors=settings.max_consecutive_parse_errors,
+        context=settings.context,
+        summarize_threshold=settings.summarize_threshold,
+        history_thinking=settings.history_thinking,
     )
 
 
