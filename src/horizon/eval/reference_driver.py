@@ -11,6 +11,7 @@ writes a JSON list of results on stdout:
   {"op": "incremental_many", "variant": V, "cases": [captures, ...]}   the same for several cases
   {"op": "keys", "variant": V, "payloads": [...]}    the tmux commands their session runs per payload
   {"op": "loop", "variant": V, ...scenario...}       their agent loop on a scripted model and terminal
+  {"op": "tmux_real", "variant": V, ...}              their tmux session on this machine's tmux
   {"op": "export", "variant": V}                      their prompt turns as a horizon template
 
 V is "harbor" or "tb1". The loop runs their own code end to end; only the edges are scripted: the
@@ -149,6 +150,68 @@ def _bare_session(variant: str, log: list):
     session._commands_path, session._previous_buffer = None, None
     session._logger = __import__("logging").getLogger("tb")
     return session
+
+
+def op_tmux_real(req: dict) -> dict:
+    """Their session on this machine's tmux (a private server under req["tmux_tmpdir"]): start it,
+    type each step's keys, wait, and collect the incremental outputs and the pane's history limit."""
+    import subprocess
+    import time
+
+    env = {**os.environ, "TMUX_TMPDIR": req["tmux_tmpdir"]}
+    cwd = req["workdir"]
+
+    def run(cmd):
+        argv = cmd if isinstance(cmd, list) else ["bash", "-c", cmd]
+        return subprocess.run(argv, cwd=cwd, env=env, capture_output=True)
+
+    if req["variant"] == "harbor":
+        from harbor.agents.terminus_2.tmux_session import TmuxSession
+        from harbor.environments.base import ExecResult
+
+        class Local:
+            session_id = "local"
+
+            async def exec(self, command, user=None, timeout_sec=None, **kw):
+                p = run(command)
+                return ExecResult(stdout=p.stdout.decode(errors="replace"), stderr=p.stderr.decode(errors="replace"),
+                                  return_code=p.returncode)  # fmt: skip
+
+        session = TmuxSession("terminus-2", Local(), Path(cwd) / "pane.log", None, None)
+
+        async def noop():
+            return None
+
+        session._attempt_tmux_installation = noop
+        asyncio.run(session.start())
+        call = asyncio.run
+    else:
+        from terminal_bench.terminal.tmux_session import TmuxSession
+
+        class Container:
+            def exec_run(self, cmd, user=""):
+                p = run(list(cmd))
+                return type("R", (), {"exit_code": p.returncode, "output": p.stdout + p.stderr})()
+
+        TmuxSession.logging_path = property(lambda self: Path(cwd) / "pane.log")  # not /logs on this machine
+        session = TmuxSession.__new__(TmuxSession)
+        session.container, session._session_name, session._user = Container(), "agent", ""
+        session._commands_path, session._previous_buffer, session._disable_recording = None, None, True
+        session._logger = __import__("logging").getLogger("tb")
+        session.start()
+
+        def call(x):
+            return x
+
+    time.sleep(req.get("settle", 1.0))
+    outputs = [call(session.get_incremental_output())]
+    for keys, wait in req["steps"]:
+        call(session.send_keys(keys, block=False, min_timeout_sec=wait))
+        outputs.append(call(session.get_incremental_output()))
+    name = "terminus-2" if req["variant"] == "harbor" else "agent"
+    limit = run(["tmux", "display-message", "-p", "-t", name, "#{history_limit}"]).stdout.decode().strip()
+    run(["tmux", "kill-server"])
+    return {"outputs": outputs, "history_limit": limit}
 
 
 def op_keys(req: dict) -> list[list]:
@@ -507,7 +570,7 @@ def op_incremental_many(req: dict) -> list[list[str]]:
     return [op_incremental({"variant": req["variant"], "captures": c}) for c in req["cases"]]
 
 
-OPS = {"parse": op_parse, "limit": op_limit, "incremental": op_incremental, "keys": op_keys, "loop": op_loop,
+OPS = {"tmux_real": op_tmux_real, "parse": op_parse, "limit": op_limit, "incremental": op_incremental, "keys": op_keys, "loop": op_loop,
        "export": op_export, "incremental_many": op_incremental_many}  # fmt: skip
 
 

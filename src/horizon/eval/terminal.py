@@ -80,14 +80,15 @@ class Terminal:
         style: str = "harbor",
         width: int = 160,
         height: int = 40,
+        workdir: str = "/app",
     ):
         self.sb = sandbox
         self.screen_form, self.new_form, self.style = screen_form, new_form, style
-        self.width, self.height = width, height
+        self.width, self.height, self.workdir = width, height, workdir
         self._previous: str | None = None
 
     def _tmux(self, *args: str, timeout: float = 20) -> str:
-        r = self.sb.exec(["tmux", *args], timeout=timeout, cwd="/app")
+        r = self.sb.exec(["tmux", *args], timeout=timeout, cwd=self.workdir)
         if r.rc != 0:
             raise TerminalLost(f"tmux {args[0]} failed: {(r.stderr or r.stdout).strip()[-300:]}")
         return r.stdout
@@ -96,7 +97,8 @@ class Terminal:
         """Start the session; the terminal state of the first prompt (the visible screen)."""
         r = self.sb.exec(
             ["tmux", "new-session", "-d", "-s", SESSION, "-x", str(self.width), "-y", str(self.height),
-             "-c", "/app", "bash", "--login"], timeout=30, env={"TERM": "xterm-256color", "SHELL": "/bin/bash"},
+             "-c", self.workdir, "bash", "--login"], timeout=30, cwd=self.workdir,
+            env={"TERM": "xterm-256color", "SHELL": "/bin/bash"},
         )  # fmt: skip
         if r.rc != 0:
             raise SandboxError(f"tmux did not start: {(r.stderr or r.stdout).strip()[-300:]}")
@@ -131,13 +133,13 @@ class Terminal:
 
     def send(self, keys: str) -> None:
         if self.style == "tb1":
-            self.sb.exec(["tmux", "send-keys", "-t", SESSION, keys], timeout=20, cwd="/app")
+            self.sb.exec(["tmux", "send-keys", "-t", SESSION, keys], timeout=20, cwd=self.workdir)
             return
         prefix = f"tmux send-keys -t {shlex.quote(SESSION)} --"
         if len(shlex.quote(keys).encode("utf-8")) > MAX_COMMAND_BYTES - len(prefix.encode("utf-8")) - 1:
             self.paste(keys)
             return
-        r = self.sb.exec(["tmux", "send-keys", "-t", SESSION, "--", keys], timeout=20, cwd="/app")
+        r = self.sb.exec(["tmux", "send-keys", "-t", SESSION, "--", keys], timeout=20, cwd=self.workdir)
         if r.rc != 0 and TOO_LONG in (r.stderr or ""):
             self.paste(keys)  # this tmux has a smaller limit: a long string is never a key name
         elif r.rc != 0:
@@ -150,13 +152,15 @@ class Terminal:
         token = uuid.uuid4().hex
         path, buf = f"/tmp/.horizon-paste-{token}", f"horizon-paste-{token}"
         try:
-            r = self.sb.exec(["sh", "-c", 'cat > "$0"', path], input=text.encode("utf-8"), timeout=60)
+            r = self.sb.exec(
+                ["sh", "-c", 'cat > "$0"', path], input=text.encode("utf-8"), timeout=60, cwd=self.workdir
+            )
             if r.rc != 0:
                 raise TerminalLost(f"staging a paste failed: {(r.stderr or r.stdout).strip()[-300:]}")
             self._tmux("load-buffer", "-b", buf, path)
             self._tmux("paste-buffer", "-d", "-b", buf, "-t", SESSION)
         finally:
-            self.sb.exec(["rm", "-f", path], timeout=20)
+            self.sb.exec(["rm", "-f", path], timeout=20, cwd=self.workdir)
 
     def run(self, keys: str, duration: float, deadline: float | None = None) -> None:
         """Send the keys, then wait what is left of min(duration, 60) s (never past the deadline)."""
@@ -170,6 +174,6 @@ class Terminal:
 
     def alive(self) -> bool:
         try:
-            return self.sb.exec(["tmux", "has-session", "-t", SESSION], timeout=10).rc == 0
+            return self.sb.exec(["tmux", "has-session", "-t", SESSION], timeout=10, cwd=self.workdir).rc == 0
         except SandboxError:
             return False
