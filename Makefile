@@ -9,6 +9,7 @@ BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
 CORES   ?= 2
 DEMO_CONFIG ?= demo/config.yaml
+DEMO_ARGS ?=
 PYTEST_ARGS ?=
 # the exact versions every test ran with; torch's pin is read from the same file
 CONSTRAINTS := envs/constraints.txt
@@ -21,7 +22,7 @@ ENGINE_PKGS  := $(SANDBOX_PKGS) docker.io debootstrap slurmctld slurmd slurm-cli
 REF_ENV  := .venv-harbor
 REF_PKGS := harbor==0.26.0 terminal-bench==0.2.18
 
-.PHONY: setup engines sandbox-deps refenv demo test check lint dryrun image
+.PHONY: setup engines sandbox-deps refenv demo demo-variants test check lint dryrun image
 
 $(STAMP): pyproject.toml $(CONSTRAINTS)
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV) || { \
@@ -55,7 +56,18 @@ engines:
 	$(call apt_install,$(ENGINE_PKGS))
 
 demo: setup sandbox-deps
-	$(BIN)/python -m horizon.demo --configfile $(DEMO_CONFIG) --cores $(CORES)
+	$(BIN)/python -m horizon.demo --configfile $(DEMO_CONFIG) --cores $(CORES) $(DEMO_ARGS)
+
+# The demo, then its rollouts again under each demo/variants/*.yaml (the models are kept); every
+# run's tables are copied to results/variants/<name>/ (base = demo/config.yaml as it is). Start
+# from a fresh results/; afterwards results/rollouts holds the last variant's attempts.
+DEMO_VARIANTS ?= stop keep
+demo-variants: demo
+	rm -rf results/variants && mkdir -p results/variants && cp -r results/tables results/variants/base
+	for v in $(DEMO_VARIANTS); do \
+	  $(BIN)/python -m horizon.demo --configfile $(DEMO_CONFIG) demo/variants/$$v.yaml --cores $(CORES) \
+	    --forcerun rollout || exit 1; \
+	  cp -r results/tables results/variants/$$v; done
 
 # every engine must run here: a missing one fails its tests instead of skipping them
 test: setup engines refenv

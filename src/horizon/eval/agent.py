@@ -106,6 +106,7 @@ class _Loop:
         self.wording = Wording(template)
         self.chat = Chat(backend, template, cfg, seed, deadline, terminal.screen, self.wording)
         self.res = AgentResult(messages=self.chat.log, episodes=0, ended="max_episodes")
+        self.chat.usage.events = self.res.events  # one chronological list
         self.pending = False
         self.errors_in_row = 0
 
@@ -212,7 +213,6 @@ class _Loop:
             u.summary_calls,
             u.summarizations,
         )
-        self.res.events += u.events
         return self.res
 
 

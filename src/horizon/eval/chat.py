@@ -238,5 +238,5 @@ class Chat:
         else:
             answers = self._sub([*self.history, user(request), assistant(summary), user(answer_request)])
         self.history = [*self.history[:1], user(ask), assistant(questions)]
-        self.log.append({"role": "summary", "content": summary, "questions": questions, "answers": answers})
+        self.usage.events.append({"summary": summary, "questions": questions, "answers": answers})
         return t.render("handoff", answers=answers)

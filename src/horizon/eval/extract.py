@@ -16,7 +16,7 @@ from collections import Counter
 from pathlib import Path
 
 from horizon.eval.prompts import KINDS, Template
-from horizon.terminus import parse
+from horizon.terminus import answer_view, parse
 
 log = logging.getLogger("horizon.eval.extract")
 
@@ -53,7 +53,7 @@ def _follow_ups(conversations, conf: re.Pattern, wording):
             text, answer = conv[i]["content"], conv[i - 1]["content"]
             r = parse(answer)
             if wording is not None:
-                error, warning = wording.feedback(answer)[:2]
+                error, warning = wording.feedback(answer_view(answer))[:2]
             else:
                 error, warning = (str(r.error) if r.error else ""), ""
             if conf.search(text):
@@ -179,7 +179,7 @@ def extract(
     return template
 
 
-def _fallback(conversations, env) -> Template | None:
+def fallback_template(conversations, env=None) -> Template | None:
     """The reference package's template whose first turn matches the corpus's, if installed."""
     from horizon.eval.reference import SOURCES, available, run_driver
 
@@ -208,7 +208,7 @@ def extract_from_parquet(
         if len(convs) >= max_rows:
             break
     convs = convs[:max_rows]
-    t = extract(convs, confirmation_pattern, fallback=_fallback(convs, env))
+    t = extract(convs, confirmation_pattern, fallback=fallback_template(convs, env))
     if not re.search(confirmation_pattern, t.turns["confirm"]):
         raise ExtractionError(f"the extracted confirmation turn does not match {confirmation_pattern!r}")
     t.save(out)

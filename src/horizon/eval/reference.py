@@ -97,10 +97,15 @@ def export_template(source: str, out: str | Path, env: str | Path | None = None)
 
 
 class ReferenceParser:
-    """Their parser, loaded by file path, used for the words of the feedback only."""
+    """Their parser, loaded by file path (once per path), used for the words of the feedback only."""
+
+    _modules: dict[Path, object] = {}
 
     def __init__(self, module_path: str | Path):
         path = Path(module_path)
+        if path in self._modules:
+            self.parser, self.path = self._modules[path].TerminusJSONPlainParser(), path
+            return
         if not path.exists():
             raise ReferenceMissing(
                 f"the template's parser module {path} is gone (was the reference environment removed? "
@@ -111,6 +116,7 @@ class ReferenceParser:
         mod = importlib.util.module_from_spec(spec)
         sys.modules[name] = mod
         spec.loader.exec_module(mod)
+        self._modules[path] = mod
         self.parser = mod.TerminusJSONPlainParser()
         self.path = path
 
