@@ -41,13 +41,13 @@ class ReferenceMissing(RuntimeError):
 
 
 def env_dir(env: str | Path | None = None) -> Path:
-    """The reference environment's directory: HORIZON_REFERENCE_ENV, else `env`, else .venv-harbor
-    (in the working directory, then in the repository)."""
-    chosen = os.environ.get("HORIZON_REFERENCE_ENV") or env
-    if chosen:
-        return Path(chosen)
-    here = Path(DEFAULT_ENV)
-    return here if here.exists() or not (REPO / DEFAULT_ENV).exists() else REPO / DEFAULT_ENV
+    """The reference environment's directory: HORIZON_REFERENCE_ENV, else `env` (default
+    .venv-harbor); a relative path is looked up in the working directory, then in the repository
+    (a workflow run with --directory elsewhere still finds the repository's)."""
+    chosen = Path(os.environ.get("HORIZON_REFERENCE_ENV") or env or DEFAULT_ENV)
+    if chosen.is_absolute() or chosen.exists() or not (REPO / chosen).exists():
+        return chosen
+    return REPO / chosen
 
 
 def python(env: str | Path | None = None) -> Path:
