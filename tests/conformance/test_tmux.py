@@ -20,15 +20,15 @@ from tests.conformance.conftest import VARIANTS
 
 pytestmark = pytest.mark.engine
 
-STEPS = [
-    ["echo hi\n", 0.6],
-    ["", 0.4],
-    ["printf 'a\\nb\\n'; echo ✓ 日本\n", 0.6],
-    ["-v\n", 0.6],
-    ["seq 1 2500\n", 2.0],  # more lines than the history keeps: the screen is shown instead
-    ["echo after\n", 0.6],
-    ["sleep 30\n", 0.4],
-    ["C-c", 0.6],
+STEPS = [  # waits long enough for a loaded machine: the outputs must not depend on timing
+    ["echo hi\n", 1.0],
+    ["", 0.5],
+    ["printf 'a\\nb\\n'; echo ✓ 日本\n", 1.0],
+    ["-v\n", 1.0],
+    ["seq 1 2500\n", 3.0],  # more lines than the history keeps: the screen is shown instead
+    ["echo after\n", 1.0],
+    ["sleep 30\n", 0.5],
+    ["C-c", 1.0],
     # last: how fast bash echoes a 19 kB paste races with the capture, so this output is not compared
     ["cat > big.txt << 'EOF'\n" + ("row ' \" $ ✓\n" * 1500) + "EOF\n", 3.0],
 ]

@@ -180,14 +180,3 @@ class Template:
                 "# horizon prompt template (turn kinds and placeholders: horizon/eval/prompts.py)\n"
                 + yaml.safe_dump(self.to_dict(), sort_keys=False, allow_unicode=True, width=1 << 30)
             )
-
-
-def load_source(spec: str, out: str | Path | None = None, env: str | Path | None = None) -> Template:
-    """A template from eval.prompt_template: a file path, or terminus-2-* (exported to `out`)."""
-    from horizon.eval.reference import SOURCES, export_template
-
-    if spec in SOURCES:
-        if out is None:
-            raise ValueError(f"prompt template {spec}: a path to export it to is needed")
-        return export_template(spec, out, env)
-    return Template.load(spec)

@@ -200,12 +200,14 @@ def op_tmux_real(req: dict) -> dict:
         def call(x):
             return x
 
-    time.sleep(req.get("settle", 1.0))
+    name = "terminus-2" if req["variant"] == "harbor" else "agent"
+    end = time.monotonic() + 20  # as a harness would get it: the shell has drawn its prompt
+    while time.monotonic() < end and not run(["tmux", "capture-pane", "-p", "-t", name]).stdout.strip():
+        time.sleep(0.05)
     outputs = [call(session.get_incremental_output())]
     for keys, wait in req["steps"]:
         call(session.send_keys(keys, block=False, min_timeout_sec=wait))
         outputs.append(call(session.get_incremental_output()))
-    name = "terminus-2" if req["variant"] == "harbor" else "agent"
     limit = run(["tmux", "display-message", "-p", "-t", name, "#{history_limit}"]).stdout.decode().strip()
     run(["tmux", "kill-server"])
     return {"outputs": outputs, "history_limit": limit}

@@ -37,8 +37,6 @@ class EvalSettings:
     context: str = "summarize"
     summarize_threshold: int = 8000
     history_thinking: str = "drop"
-    prompt_template: str | None = None
-    reference_env: str = ".venv-harbor"
     sampling: Sampling = field(default_factory=Sampling)
     vllm_command: tuple[str, ...] = ("vllm", "serve")
     vllm_args: tuple[str, ...] = ()
