@@ -56,9 +56,9 @@ INTENDED: dict[str, list[tuple[str, str]]] = {
             "installed; we record nothing, so the first screen shows the shell prompt as started.",
         ),
         (
-            "paste staging",
-            "harbor stages a long payload with base64 chunks through printf; we write it through the exec's "
-            "stdin. The same bytes reach tmux's paste buffer (compared after decoding theirs).",
+            "commands as argv",
+            "harbor runs shell command strings (keys shlex-quoted, paste chunks through printf); we pass the "
+            "same tokens as argv (compared after splitting and decoding theirs).",
         ),
         ("session name", "harbor names the tmux session terminus-2, terminal-bench agent; ours is agent."),
     ],

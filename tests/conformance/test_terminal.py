@@ -63,12 +63,15 @@ def _same_session(argv: list[str]) -> list[str]:
 
 
 def our_operations(log) -> list:
-    ops, staged = [], None
-    for argv, data in log:
+    import base64
+
+    ops, chunks = [], []
+    for argv, _ in log:
         if argv[:2] == ["sh", "-c"]:
-            staged = data.decode("utf-8")
+            chunks.append(argv[4])
         elif argv[:2] == ["tmux", "paste-buffer"]:
-            ops.append(["paste", staged])
+            ops.append(["paste", base64.b64decode("".join(chunks)).decode("utf-8")])
+            chunks = []
         elif argv[:2] != ["tmux", "load-buffer"] and argv[0] != "rm":
             ops.append(["argv", _same_session(argv)])
     return ops

@@ -24,6 +24,7 @@
 
 from __future__ import annotations
 
+import base64
 import shlex
 import time
 import uuid
@@ -35,6 +36,7 @@ SESSION = "agent"
 MAX_WAIT = 60.0
 MAX_COMMAND_BYTES = 16_000  # harbor's bound on one tmux send-keys command
 TOO_LONG = "command too long"  # what tmux answers when a command exceeds its message size
+PASTE_CHUNK = 32_768  # base64 characters per staging command (harbor's size)
 SCREEN_FORM = "{screen}"
 NEW_FORM = "{output}"
 MARKER = "\n[... {omitted} of {limit} ...]\n"
@@ -146,17 +148,20 @@ class Terminal:
             raise TerminalLost(f"tmux send-keys failed: {(r.stderr or r.stdout).strip()[-300:]}")
 
     def paste(self, text: str) -> None:
-        """Type `text` through a tmux paste buffer (newlines become Enter)."""
+        """Type `text` through a tmux paste buffer (newlines become Enter). The text is staged in a
+        file in base64 chunks (as harbor does; no exec stdin, which not every sandbox offers)."""
         if not text:
             return
         token = uuid.uuid4().hex
         path, buf = f"/tmp/.horizon-paste-{token}", f"horizon-paste-{token}"
+        data = base64.b64encode(text.encode("utf-8")).decode("ascii")
         try:
-            r = self.sb.exec(
-                ["sh", "-c", 'cat > "$0"', path], input=text.encode("utf-8"), timeout=60, cwd=self.workdir
-            )
-            if r.rc != 0:
-                raise TerminalLost(f"staging a paste failed: {(r.stderr or r.stdout).strip()[-300:]}")
+            for at in range(0, len(data), PASTE_CHUNK):
+                redirect = ">>" if at else ">"
+                r = self.sb.exec(["sh", "-c", f'printf %s "$1" | base64 -d {redirect} "$0"', path,
+                                  data[at : at + PASTE_CHUNK]], timeout=60, cwd=self.workdir)  # fmt: skip
+                if r.rc != 0:
+                    raise TerminalLost(f"staging a paste failed: {(r.stderr or r.stdout).strip()[-300:]}")
             self._tmux("load-buffer", "-b", buf, path)
             self._tmux("paste-buffer", "-d", "-b", buf, "-t", SESSION)
         finally:
