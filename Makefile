@@ -2,12 +2,14 @@
 #   make demo    set up .venv if needed, then run the whole study in miniature on this CPU
 #   make test    set up .venv and the engines if needed, then run every test (what CI runs)
 #   make check   the fast tier for the edit loop: lint + unit and DAG tests (under 3 minutes)
+#   make refenv  the reference Terminus-2 (harbor, terminal-bench) in .venv-harbor, on a Python >= 3.12
 PY      ?= python3
 VENV    := .venv
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
 CORES   ?= 2
 DEMO_CONFIG ?= demo/config.yaml
+DEMO_ARGS ?=
 PYTEST_ARGS ?=
 # the exact versions every test ran with; torch's pin is read from the same file
 CONSTRAINTS := envs/constraints.txt
@@ -16,8 +18,12 @@ TORCH   := $(shell grep -E '^torch==' $(CONSTRAINTS))
 SANDBOX_PKGS := bubblewrap tmux
 ENGINE_PKGS  := $(SANDBOX_PKGS) docker.io debootstrap slurmctld slurmd slurm-client munge
 TEX_PKGS     := texlive-latex-base texlive-latex-recommended  # pdflatex + booktabs: the tests compile every table
+# The published Terminus-2 implementations, in their own environment (they need Python >= 3.12):
+# the conformance suite compares our loop with them; eval.prompt_template terminus-2-* reads their wording.
+REF_ENV  := .venv-harbor
+REF_PKGS := harbor==0.26.0 terminal-bench==0.2.18
 
-.PHONY: setup engines sandbox-deps demo test check lint dryrun image
+.PHONY: setup engines sandbox-deps refenv demo demo-variants test check lint dryrun image
 
 $(STAMP): pyproject.toml $(CONSTRAINTS)
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV) || { \
@@ -41,6 +47,9 @@ define apt_install
 	  else echo "missing Debian packages:$$missing (sudo apt-get install$$missing)" >&2; exit 1; fi; fi
 endef
 
+refenv:
+	envs/refenv.sh $(REF_ENV) "$(REF_PKGS)"
+
 sandbox-deps:
 	$(call apt_install,$(SANDBOX_PKGS))
 
@@ -49,10 +58,21 @@ engines:
 	$(call apt_install,$(TEX_PKGS),--no-install-recommends)
 
 demo: setup sandbox-deps
-	$(BIN)/python -m horizon.demo --configfile $(DEMO_CONFIG) --cores $(CORES)
+	$(BIN)/python -m horizon.demo --configfile $(DEMO_CONFIG) --cores $(CORES) $(DEMO_ARGS)
+
+# The demo, then its rollouts again under each demo/variants/*.yaml (the models are kept); every
+# run's tables are copied to results/variants/<name>/ (base = demo/config.yaml as it is). Start
+# from a fresh results/; afterwards results/rollouts holds the last variant's attempts.
+DEMO_VARIANTS ?= stop keep
+demo-variants: demo
+	rm -rf results/variants && mkdir -p results/variants && cp -r results/tables results/variants/base
+	for v in $(DEMO_VARIANTS); do \
+	  $(BIN)/python -m horizon.demo --configfile $(DEMO_CONFIG) demo/variants/$$v.yaml --cores $(CORES) \
+	    --forcerun rollout || exit 1; \
+	  cp -r results/tables results/variants/$$v; done
 
 # every engine must run here: a missing one fails its tests instead of skipping them
-test: setup engines
+test: setup engines refenv
 	HORIZON_REQUIRE_ENGINES=1 $(BIN)/python -m pytest $(PYTEST_ARGS)
 
 check: setup lint

@@ -2,6 +2,7 @@
 
 horizon collect          drive the scripted teacher through the harness; write a corpus (jsonl)
 horizon extract-template recover the harness prompt template from a corpus
+horizon terminus-template the published Terminus-2's prompt turns as a template (make refenv)
 horizon check-tasks      load a benchmark directory and report malformed tasks (file, field)
 horizon oracle           run every task's reference solution in a sandbox and grade it
 horizon plan             GPU-hours per stage and in total of a grid, before (or while) it runs
@@ -46,11 +47,19 @@ def cmd_collect(a) -> int:
     return 0
 
 
+def cmd_terminus_template(a) -> int:
+    from horizon.eval.reference import export_template
+
+    t = export_template(a.source, a.out, a.reference_env)
+    print(json.dumps({"template": a.out, "kinds": sorted(t.turns)}))
+    return 0
+
+
 def cmd_extract(a) -> int:
-    from horizon.eval.prompts import extract, extract_from_parquet
+    from horizon.eval.extract import extract, extract_from_parquet, fallback_template
 
     if a.corpus.endswith(".parquet"):
-        t = extract_from_parquet(a.corpus, a.out, a.confirmation)
+        t = extract_from_parquet(a.corpus, a.out, a.confirmation, env=a.reference_env)
     else:
         convs = []
         with open(a.corpus) as fh:
@@ -59,7 +68,7 @@ def cmd_extract(a) -> int:
                     convs.append(json.loads(line)["conversations"])
                 if len(convs) >= 2000:
                     break
-        t = extract(convs, a.confirmation)
+        t = extract(convs, a.confirmation, fallback=fallback_template(convs, a.reference_env))
         t.save(a.out)
     print(f"wrote {a.out} (initial prompt: {len(t.initial)} characters)")
     return 0
@@ -129,7 +138,13 @@ def main(argv: list[str] | None = None) -> int:
     e.add_argument("--corpus", required=True, help="trajectories.parquet or a corpus .jsonl")
     e.add_argument("--out", required=True)
     e.add_argument("--confirmation", default="mark the task as complete")
+    e.add_argument("--reference-env", default=None, help="the reference Terminus-2 environment (make refenv)")
     e.set_defaults(fn=cmd_extract)
+    t = sub.add_parser("terminus-template", help="the published Terminus-2's prompt turns -> template yaml")
+    t.add_argument("source", choices=["terminus-2-harbor", "terminus-2-tb1"])
+    t.add_argument("--out", required=True)
+    t.add_argument("--reference-env", default=None, help="default .venv-harbor (make refenv)")
+    t.set_defaults(fn=cmd_terminus_template)
     k = sub.add_parser("check-tasks", help="validate a benchmark directory")
     k.add_argument("tasks")
     k.add_argument("--format", default="harbor", choices=["harbor", "tb1"])

@@ -113,6 +113,12 @@ def check_grid(cfg: Mapping) -> None:
             f"config key corpus.collect.tasks: {collect['tasks']!r} is not a benchmark "
             f"(allowed: {_allowed(ev['benchmarks'])})"
         )
+    if ev["context"] == "summarize" and ev["summarize_threshold"] >= ev["context_length"]:
+        raise ConfigError(
+            f"config key eval.summarize_threshold: {ev['summarize_threshold']} is not below eval.context_length "
+            f"= {ev['context_length']}: the history would be summarised before every call (lower it, or set "
+            "eval.context: stop)"
+        )
     if collect and not ev["prompt_template"]:
         raise ConfigError(
             "config key eval.prompt_template: required with corpus.collect (the corpus does not exist yet)"

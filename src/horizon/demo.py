@@ -35,7 +35,9 @@ def stage_times(timing_dir: Path) -> dict[str, dict]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--configfile", default="demo/config.yaml")
+    ap.add_argument(
+        "--configfile", nargs="+", default=["demo/config.yaml"], help="later files update earlier ones"
+    )
     ap.add_argument("--profile", default=str(Path(__file__).resolve().parents[2] / "demo" / "profile"))
     ap.add_argument("--cores", type=int, default=2)
     ap.add_argument("--directory", default=".")
@@ -44,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     cmd = [
         str(snakemake),
         "--configfile",
-        a.configfile,
+        *a.configfile,
         "--profile",
         a.profile,
         "--cores",

@@ -45,6 +45,8 @@ def expected_counts(cfg: dict) -> dict[str, int]:
         counts["cancellation"] = len(cfg["report"]["paired"])
     if cfg["eval"]["prompt_template"] is None:
         counts["prompt_template"] = 1
+    elif cfg["eval"]["prompt_template"].startswith("terminus-2-"):
+        counts["terminus_template"] = 1
     if cfg["student"].get("build"):
         counts["build_student"] = 1
     if cfg["corpus"].get("collect"):
@@ -111,7 +113,7 @@ def test_dry_run_of_another_grid(tmp_path):
                 "selections": ["top"],
                 "two_stage_full": False,
             },
-            "eval": {"repeats": 2, "include_base": False},
+            "eval": {"repeats": 2, "include_base": False, "prompt_template": "terminus-2-harbor"},
             "report": {"paired": []},
         },
     )

@@ -19,8 +19,8 @@ TEMPLATE = Template.load(REPO / "demo" / "prompt.yaml")
 HELLO = load_harbor(FIXTURES / "harbor-tasks" / "hello")
 
 
-def answer(*cmds, done=False, duration=0.1, reasoning="r"):
-    return render_response("a", "p", [Command(c, duration) for c in cmds], done, reasoning=reasoning)
+def answer(*cmds, done=False, duration=0.1, reasoning="r", analysis="a"):
+    return render_response(analysis, "p", [Command(c, duration) for c in cmds], done, reasoning=reasoning)
 
 
 def attempt(tools, answers, task=HELLO, timeout=None, **agent_kw):
@@ -74,7 +74,7 @@ def test_parse_errors_run_nothing_and_are_reported(tools):
         ['{"analysis": "a", "plan": "p", "commands": [{"keystrokes": "echo hello > /app/out.txt\\n"', *SOLVE],
     )
     assert rec["success"] and rec["parse_errors"] == 1 and rec["episodes"] == 4
-    assert rec["messages"][2]["content"].startswith("Your answer could not be used:\nERROR: ")
+    assert rec["messages"][2]["content"].startswith("Your answer could not be used:\n")
 
 
 def test_garbage_forever_ends_as_parse_exhausted(tools):
@@ -96,10 +96,22 @@ def test_sleep_forever_ends_at_the_agent_timeout(tools):
 
 
 def test_long_output_keeps_head_and_tail(tools):
-    rec = attempt(tools, [answer("seq 1 3000\n", duration=1), *SOLVE])
+    # 1,500 lines of 7 bytes: over 10,000 bytes but within tmux's 2,000 lines of history
+    rec = attempt(tools, [answer("seq 1000001 1001500\n", duration=1), *SOLVE])
     obs = rec["messages"][2]["content"]
-    assert len(obs.encode()) < 10_300 and "output limited to 10000 bytes" in obs and rec["success"]
-    assert "seq 1 3000\n1\n2\n3\n" in obs and "2999\n3000\n" in obs
+    assert len(obs.encode()) < 10_200 and "bytes cut here" in obs and rec["success"]
+    assert "seq 1000001 1001500\n1000001\n1000002\n" in obs and "1001499\n1001500\n" in obs
+
+
+def test_more_lines_than_the_history_keeps_as_terminus_2(tools):
+    """Their diff, kept: past tmux's 2,000 lines the previous capture is gone. Right after the first
+    screen (one line: the prompt) the prompt is found again at the end, so only it shows; later the
+    previous text is not found and the screen is shown instead."""
+    rec = attempt(tools, [answer("seq 1 3000\n", duration=1), answer("seq 5001 8000\n", duration=1), *SOLVE])
+    first, second = rec["messages"][2]["content"], rec["messages"][4]["content"]
+    assert first == "New Terminal Output:\nroot@box:/app#\n"
+    assert second.startswith("Current Terminal Screen:\n") and "7999\n8000\n" in second
+    assert "\n5001\n5002\n" not in second and rec["success"]
 
 
 def test_output_flood_is_bounded(tools):
@@ -107,7 +119,14 @@ def test_output_flood_is_bounded(tools):
         tools, [answer("yes | head -c 30000000\n", duration=3), answer("C-c", duration=0.5), *SOLVE]
     )
     obs = rec["messages"][2]["content"]
-    assert len(obs.encode()) < 10_500 and "earlier output dropped" in obs and rec["success"]
+    assert len(obs.encode()) < 10_200 and rec["success"]
+
+
+def test_a_long_heredoc_is_pasted_whole(tools):
+    body = "".join(f"line {i} ' \" $ ✓\n" for i in range(1200))  # ~25 kB: over one tmux command
+    rec = attempt(tools, [answer(f"cat > /app/big.txt << 'EOF'\n{body}EOF\n", duration=2),
+                          answer("wc -l < /app/big.txt\n", duration=0.5), *SOLVE])  # fmt: skip
+    assert "\n1200\n" in rec["messages"][4]["content"] and rec["success"]
 
 
 def test_writes_outside_app_fail_and_the_host_is_untouched(tools, tmp_path):
@@ -136,9 +155,21 @@ def test_killing_tmux_ends_the_attempt_as_terminal_lost(tools):
     assert rec["ended"] == "terminal_lost" and rec["failure_mode"] == "terminal_lost"
 
 
-def test_context_overflow_is_its_own_failure_mode(tools):
-    rec = attempt(tools, [answer("ls\n")] * 5, context_length=300, max_tokens=256)
-    assert rec["failure_mode"] == "context_length"
+def test_context_overflow_is_its_own_failure_mode_with_context_stop(tools):
+    rec = attempt(tools, [answer("ls\n")] * 5, context_length=300, max_tokens=256, context="stop")
+    assert rec["failure_mode"] == "context_length" and rec["summarizations"] == 0
+
+
+def test_the_history_is_summarised_and_the_attempt_goes_on(tools):
+    big = "x" * 2000  # ~500 tokens per answer for the scripted backend's count
+    answers = [
+        answer("echo hello > /app/out.txt\n", analysis=big), answer("ls\n", analysis=big),
+        "SUMMARY: wrote out.txt", "QUESTIONS: is it right?", "ANSWERS: yes",
+        answer(done=True), answer(done=True),
+    ]  # fmt: skip
+    rec = attempt(tools, answers, context_length=2000, summarize_threshold=1000)
+    assert rec["success"] and rec["summarizations"] == 1 and rec["summary_calls"] == 3
+    assert rec["model_calls"] == 7 and rec["episodes"] == 4
 
 
 def test_tb1_grading_with_uv_and_pytest_offline(tools):
@@ -163,3 +194,43 @@ def test_transcripts_record_the_conversation(tools, tmp_path):
     run_attempt(HELLO, 0, 0, ctx, 0, LiveSandboxes(), path)
     t = json.loads(path.read_text())
     assert t["success"] and len(t["messages"]) == 6 and t["grader"]["detail"]["reward_found"]
+
+
+def test_an_endpoint_that_answers_nothing_is_recorded(tools, tiny_tokenizer_dir, tmp_path):
+    """FAKE endpoint (an HTTP server in this test): an empty text is a parse error of the model; an
+    answer without choices is an infrastructure error, retried, then recorded (never a crash)."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from horizon.eval.llm import CompletionsBackend
+    from horizon.eval.rollout import run_repeat
+
+    replies = iter([{"choices": [{"text": "", "finish_reason": "stop"}]}] * 3 + [{"choices": []}] * 20)
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *a):
+            pass
+
+        def do_POST(self):
+            self.rfile.read(int(self.headers["Content-Length"]))
+            data = json.dumps(
+                {**next(replies), "usage": {"prompt_tokens": 5, "completion_tokens": 0}}
+            ).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        backend = CompletionsBackend(f"http://127.0.0.1:{server.server_port}", tiny_tokenizer_dir, retries=0)
+        ctx = RunContext("local", backend, TEMPLATE, AgentConfig(), [], {"toolchain": tools})
+        out = tmp_path / "attempts.jsonl"
+        [rec] = run_repeat([HELLO], 1, 0, ctx, out, seed=0, max_infra_retries=1)
+    finally:
+        server.shutdown()
+    assert rec.failure_mode == "infra_error" and rec.infra_tries == 2 and "no choices" in rec.error
+    assert json.loads(out.read_text())["failure_mode"] == "infra_error"
+    assert sandbox_processes() == []

@@ -25,6 +25,11 @@ def test_paper_grid_values_and_defaults():
     assert PAPER["score"]["chunk"] == 512
     assert PAPER["corpus"]["confirmation_pattern"]
     assert PAPER["eval"]["benchmarks"]["terminal-bench-core"]["revision"] == "main"
+    # Terminus-2's loop: no episode or parse-error cap, summarised context, past reasoning dropped
+    ev = PAPER["eval"]
+    assert ev["max_episodes"] is None and ev["max_consecutive_parse_errors"] is None
+    assert ev["context"] == "summarize" and ev["summarize_threshold"] == 8000
+    assert ev["history_thinking"] == "drop" and ev["reference_env"] == ".venv-harbor"
 
 
 def test_grid_models_in_table_order():
@@ -69,6 +74,13 @@ def test_grid_models_in_table_order():
             "tb1, harbor",
         ),
         ({"typo_key": 1}, "<top level>", "allowed keys"),
+        ({"eval": {"context": "truncate"}}, "eval.context", "summarize, stop"),
+        ({"eval": {"history_thinking": "some"}}, "eval.history_thinking", "keep, drop"),
+        (
+            {"eval": {"summarize_threshold": 40000}},
+            "eval.summarize_threshold",
+            "not below eval.context_length",
+        ),
     ],
 )
 def test_bad_values_fail_naming_the_key(override, key, allowed):

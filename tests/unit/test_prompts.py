@@ -1,6 +1,9 @@
+import re
+
 import pytest
 
-from horizon.eval.prompts import Template, extract
+from horizon.eval.extract import extract
+from horizon.eval.prompts import GENERIC, KINDS, Template, fill
 from tests.helpers import REPO, fixture_rows
 
 
@@ -9,19 +12,48 @@ def test_demo_template_loads_and_renders():
     first = t.first("Do X.", "root@box:/app# ")
     assert "Task Description:\nDo X.\n" in first and first.endswith("root@box:/app# ")
     assert '{"keystrokes", "duration"}' in first  # braces that are not placeholders survive
-    assert "mark the task as complete" in t.after("confirm", output="$")
-    assert t.after("observation", ["w1"], output="out").startswith(
-        "Warnings:\n- w1\n\nNew Terminal Output:\nout"
-    )
+    assert "mark the task as complete" in t.render("confirm", output="$")
+    assert t.render("warnings", warnings="- w1", output="out") == "Warnings:\n- w1\n\nout"
+    assert t.sources["initial"] == "demo" and t.sources["summary_request"] == "horizon"
+    assert set(t.turns) == set(KINDS)
 
 
-def test_template_missing_placeholder_is_an_error(tmp_path):
+def test_fill_is_one_pass():
+    assert fill("{a} and {b}", a="{b}", b="B") == "{b} and B"  # a value holding a placeholder stays
+    assert fill("{x} {unknown}", x=1) == "1 {unknown}"
+
+
+@pytest.mark.parametrize(
+    "data, message",
+    [
+        ({"initial": "x"}, "not a format-2 prompt template"),
+        ({"format": 2, "observation": "{output}"}, "`initial` .* is required"),
+        ({"format": 2, "initial": "no placeholders"}, r"`initial` lacks the placeholder \{instruction\}"),
+        ({"format": 2, "initial": "{instruction}{screen}", "confirm": "no output"}, "`confirm` lacks"),
+        ({"format": 2, "initial": "{instruction}{screen}", "bogus": "x"}, "unknown key"),
+        ({"format": 2, "initial": "{instruction}{screen}", "loop": {"nope": 1}}, "unknown `loop` key"),
+    ],
+)
+def test_template_errors_name_the_key(tmp_path, data, message):
+    import yaml
+
     p = tmp_path / "t.yaml"
-    p.write_text(
-        "initial: 'no placeholders'\nobservation: '{output}'\nconfirm: '{output}'\nparse_error: '{error}'\n"
-    )
-    with pytest.raises(ValueError, match="`initial` lacks the placeholder {instruction}"):
+    p.write_text(yaml.safe_dump(data))
+    with pytest.raises(ValueError, match=message):
         Template.load(p)
+
+
+def test_save_load_roundtrip(tmp_path):
+    t = Template.load(REPO / "demo" / "prompt.yaml")
+    t.save(tmp_path / "t.yaml")
+    assert Template.load(tmp_path / "t.yaml") == t
+
+
+def test_generic_wording_has_every_placeholder():
+    from horizon.eval.prompts import PLACEHOLDERS
+
+    for kind, text in GENERIC.items():
+        assert all("{" + p + "}" in text for p in PLACEHOLDERS[kind]), kind
 
 
 def test_extract_from_the_fixture_corpus_reproduces_its_turns():
@@ -32,8 +64,14 @@ def test_extract_from_the_fixture_corpus_reproduces_its_turns():
     instruction = "Write the number of lines of /app/data.csv (without header) to /app/count.txt."
     screen = first.split("Current terminal state:\n", 1)[1]
     assert t.first(instruction, screen) == first
-    assert t.after("observation", output=row[2]["content"].split("\n", 1)[1]) == row[2]["content"]
+    assert t.render("terminal_screen", screen="root@box:/app# \n") == screen
+    obs = row[2]["content"]
+    assert t.render("terminal_new", output=obs.split("\n", 1)[1]) == obs
+    assert t.render("observation", output=obs) == obs
+    assert (
+        t.render("confirm", output=row[8]["content"].split("\n", 1)[1].split("\n\n")[0]) == row[8]["content"]
+    )
     err = row[4]["content"].split("\n")[1]
-    assert t.after("parse_error", error=err) == row[4]["content"]
-    out = row[8]["content"].split("New Terminal Output:\n", 1)[1].split("\n\n")[0]
-    assert t.after("confirm", output=out) == row[8]["content"]
+    assert re.sub(r"\n+", "\n", t.render("parse_error", error=err)) == re.sub(r"\n+", "\n", row[4]["content"])
+    assert t.sources["initial"] == t.sources["confirm"] == "corpus"
+    assert t.sources["summary_request"] == "horizon"  # no reference package given: generic wording

@@ -1,6 +1,12 @@
+"""The Terminus-2 response parser (its agreement with the published one: tests/conformance)."""
+
 import pytest
 
-from horizon.terminus import Command, ParseError, parse_response, render_response
+from horizon.terminus import Command, ParseError, answer_view, parse, parse_response, render_response
+
+
+def codes(r):
+    return [i.code for i in ([r.error] if r.error else []) + r.warnings]
 
 
 def test_valid_with_thinking():
@@ -11,39 +17,101 @@ def test_valid_with_thinking():
     assert r.commands == [Command("ls\n", 0.5)] and not r.task_complete and not r.warnings
 
 
-def test_first_balanced_object_with_braces_in_strings():
+@pytest.mark.parametrize(
+    "text, view",
+    [
+        ("<think>r</think>\n\n{}", "\n\n{}"),
+        ("pre <think>r</think>x", "x"),  # text before <think> is dropped with it
+        ("<think>never closed {}", "<think>never closed {}"),  # no split: the raw text
+        ("r</think>x", "r</think>x"),  # no <think>: the raw text
+        ("<think>a</think>b</think>c", "b</think>c"),
+        (None, ""),
+    ],
+)
+def test_answer_view_is_what_a_reasoning_parser_hands_over(text, view):
+    assert answer_view(text) == view
+
+
+def test_first_object_and_text_around_it():
     text = '{"analysis": "a } {", "plan": "p", "commands": [], "task_complete": true} trailing {"x": 1}'
     r = parse_response(text)
-    assert r.task_complete and r.analysis == "a } {"
-    assert any("after" in w for w in r.warnings)
+    assert r.task_complete and r.analysis == "a } {" and codes(r) == ["text_after"]
 
 
 @pytest.mark.parametrize(
-    "text, message",
+    "text, code",
     [
-        ("no json here", "No JSON object"),
-        ('{"analysis": "a", "plan": "p", "commands": [', "not closed"),
-        ('{"analysis": "a", "plan": "p"}', "Missing required field(s): commands"),
-        ('{"analysis": "a", "plan": "p", "commands": "ls"}', "must be a list"),
-        ('{"analysis": "a", "plan": "p", "commands": [{"duration": 1}]}', "keystrokes"),
-        ('{"analysis": "a", "plan": "p", "commands": [], "task_complete": 3}', "boolean"),
-        ('{"analysis": "a", "plan": "p", "commands": [{"keystrokes": "x", "duration": -1}]}', "duration"),
-        ("<think>\nstill thinking", "not closed with </think>"),
-        ('{"analysis": "a", "plan": "p", "commands": [],}', "Invalid JSON"),
+        ("no json here", "no_json"),
+        ('{"analysis": "a", "plan": "p"}', "missing_fields"),
+        ('{"analysis": "a", "plan": "p", "commands": "ls"}', "commands_not_array"),
+        ('{"analysis": "a", "plan": "p", "commands": [{"duration": 1}]}', "command_no_keystrokes"),
+        ('{"analysis": "a", "plan": "p", "commands": ["ls"]}', "command_not_object"),
+        ('{"analysis": "a", "plan": "p", "commands": [{"keystrokes": 1}]}', "keystrokes_not_string"),
+        ('{"analysis": "a", "plan": "p", "commands": [],,}', "invalid_json"),
+        ('{"analysis": "a", "plan": "p", "commands": [{"keystrokes": "x", "duration": 1}', "no_json"),
     ],
 )
-def test_errors(text, message):
-    with pytest.raises(ParseError, match=message.replace("(", r"\(").replace(")", r"\)")):
+def test_errors(text, code):
+    with pytest.raises(ParseError) as e:
         parse_response(text)
+    assert e.value.response.error.code == code and str(e.value)
 
 
-def test_missing_duration_is_a_warning():
-    r = parse_response('{"analysis": "a", "plan": "p", "commands": [{"keystrokes": "ls\\n"}]}')
-    assert r.commands[0].duration == 1.0 and "duration" in r.warnings[0]
+@pytest.mark.parametrize(
+    "value, complete, warned",
+    [(True, True, False), ("yes", True, False), ("TRUE", True, False), ("1", True, False), ("no", False, False),
+     (1, 1, True), (0, 0, True), (None, None, False), ([], [], True)],
+)  # fmt: skip
+def test_task_complete_values_are_taken_as_terminus_2_does(value, complete, warned):
+    import json
+
+    r = parse(json.dumps({"analysis": "a", "plan": "p", "commands": [], "task_complete": value}))
+    assert r.error is None and r.complete_value == complete and r.task_complete == bool(complete)
+    assert ("task_complete_type" in codes(r)) == warned
+
+
+def test_repairs_are_warnings():
+    r = parse('{"analysis": "a", "plan": "p", "commands": [{"keystrokes": "ls\\n", "duration": 1}]')
+    assert r.error is None and r.warnings[0].code == "auto_fixed" and r.commands == [Command("ls\n", 1.0)]
+    r = parse('{"analysis": "a", "plan": "p", "commands": [{"keystrokes": "ls\\n", "duration": 1}')  # no ]
+    assert r.error.code == "no_json"  # the repair did not help: the first verdict stands
+
+
+def test_durations_and_command_warnings():
+    r = parse(
+        '{"analysis": 1, "plan": "p", "commands": [{"keystrokes": "a"}, {"keystrokes": "b\\n", "duration": "5",'
+        ' "x": 1}, {"keystrokes": "c\\n", "duration": -3}]}'
+    )
+    assert [c.duration for c in r.commands] == [1.0, 1.0, -3.0]
+    assert codes(r) == [
+        "field_not_string",
+        "duration_missing",
+        "missing_newline",
+        "duration_invalid",
+        "unknown_fields",
+    ]
+
+
+def test_a_broken_command_costs_only_the_commands_when_complete():
+    r = parse('{"analysis": "a", "plan": "p", "commands": [{"duration": 1}], "task_complete": true}')
+    assert r.error is None and r.task_complete and r.commands == [] and codes(r) == ["command_no_keystrokes"]
+
+
+def test_the_two_variants_differ_in_one_warning():
+    text = '{"analysis": "a", "plan": "p", "commands": [{"keystrokes": ""}, {"keystrokes": "ls\\n"}]}'
+    assert "missing_newline" not in codes(parse(text, "harbor"))
+    assert "missing_newline" in codes(parse(text, "tb1"))
+    with pytest.raises(ValueError, match="unknown Terminus-2 parser variant"):
+        parse(text, "xml")
+
+
+def test_an_unclosed_think_is_parsed_whole():
+    r = parse('<think>\nhmm\n{"analysis": "a", "plan": "p", "commands": []}')
+    assert r.error is None and codes(r) == ["text_before"]
 
 
 def test_render_roundtrip():
     text = render_response("a", "p", [Command("echo ✓\n", 0.1)], True, reasoning="think")
     r = parse_response(text)
     assert text.startswith("<think>\nthink\n</think>\n\n{")
-    assert r.commands == [Command("echo ✓\n", 0.1)] and r.task_complete
+    assert r.commands == [Command("echo ✓\n", 0.1)] and r.task_complete and not r.warnings

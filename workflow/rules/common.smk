@@ -75,8 +75,15 @@ def model_dir(wildcards):
     return STUDENT if wildcards.model == "base" else f"{R}/models/{wildcards.model}"
 
 
+TERMINUS_TEMPLATES = ("terminus-2-harbor", "terminus-2-tb1")
+
+
 def prompt_template():
-    return config["eval"]["prompt_template"] or f"{R}/corpus/prompt_template.yaml"
+    """The template file every rollout reads: given, exported from the reference package, or extracted."""
+    spec = config["eval"]["prompt_template"]
+    if spec in TERMINUS_TEMPLATES:
+        return f"{R}/terminus/{spec}.yaml"
+    return spec or f"{R}/corpus/prompt_template.yaml"
 
 
 def subset_file(s):

@@ -84,7 +84,7 @@ if config["corpus"].get("collect"):
         """The demo's corpus: the scripted teacher solves the bundled tasks through the real harness."""
         input:
             tasks=f"{R}/benchmarks/{config['corpus']['collect']['tasks']}/tasks.json",
-            template=config["eval"]["prompt_template"] or [],
+            template=prompt_template() if config["eval"]["prompt_template"] else [],
         output:
             config["corpus"]["source"],
         log:

@@ -20,6 +20,24 @@ rule benchmark:
         f"{SCRIPTS}/benchmark.py"
 
 
+rule terminus_template:
+    """Every prompt turn of the published Terminus-2, read from its installed package (make refenv)."""
+    output:
+        f"{R}/terminus/{{source}}.yaml",
+    log:
+        f"{R}/logs/terminus_template/{{source}}.log",
+    benchmark:
+        timing("corpus", "terminus_template/{source}")
+    wildcard_constraints:
+        source="|".join(TERMINUS_TEMPLATES),
+    localrule: True
+    params:
+        source=lambda wc: wc.source,
+        env=config["eval"]["reference_env"],
+    script:
+        f"{SCRIPTS}/terminus_template.py"
+
+
 rule prompt_template:
     """The harness prompt of the corpus (first user turn and follow-ups), so evaluation matches training."""
     input:
@@ -33,6 +51,7 @@ rule prompt_template:
     localrule: True
     params:
         confirmation=config["corpus"]["confirmation_pattern"],
+        env=config["eval"]["reference_env"],
     script:
         f"{SCRIPTS}/prompt_template.py"
 

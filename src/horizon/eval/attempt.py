@@ -137,6 +137,7 @@ def run_attempt(
         episodes=res.episodes, prompt_tokens=res.prompt_tokens, completion_tokens=res.completion_tokens,
         seconds=round(end - clock["t0"], 3), failure_mode=failure_mode(g, res), ended=res.ended,
         first_complete_episode=res.first_complete_episode, parse_errors=res.parse_errors,
+        model_calls=res.model_calls, summary_calls=res.summary_calls, summarizations=res.summarizations,
         error_signatures=res.error_signatures, transcript=str(transcript) if transcript else None,
         timing={"start": round(clock["started"] - clock["t0"], 3), "agent": round(clock["agent"] - clock["started"], 3),
                 "grade": round(clock["graded"] - clock["agent"], 3), "teardown": round(end - clock["graded"], 3)},

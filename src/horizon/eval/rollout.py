@@ -207,6 +207,9 @@ def agent_config(settings: EvalSettings) -> AgentConfig:
         max_tokens=settings.sampling.max_tokens,
         agent_timeout=settings.agent_timeout_s,
         max_consecutive_parse_errors=settings.max_consecutive_parse_errors,
+        context=settings.context,
+        summarize_threshold=settings.summarize_threshold,
+        history_thinking=settings.history_thinking,
     )
 
 
@@ -223,9 +226,12 @@ def rollout_job(
     repeat: int,
     out_path: str,
 ) -> list[Attempt]:
+    from horizon.eval.agent import Wording
     from horizon.eval.sandbox import toolchain
     from horizon.eval.tasks import read_manifest
 
+    template = Template.load(template_path)
+    Wording(template)  # a template worded by the reference parser needs it now, not mid-job
     tasks, errors = read_manifest(tasks_json)
     for e in errors:
         log.error("task %s skipped: %s: %s: %s", e["task"], e["file"], e["field"], e["message"])
@@ -235,7 +241,7 @@ def rollout_job(
         backend, server = make_backend(settings, model_dir, tokenizer_dir, seed, Path(out_path).parent)
         try:
             options = {"toolchain": tools, **settings.sandbox_options}
-            ctx = RunContext(settings.sandbox, backend, Template.load(template_path), agent_config(settings),
+            ctx = RunContext(settings.sandbox, backend, template, agent_config(settings),
                              signatures, options, run_id=run_id)  # fmt: skip
             return run_repeat(tasks, settings.attempts, repeat, ctx, out_path, seed, settings.concurrency,
                               settings.max_infra_retries, seed_parts=(model, bench))  # fmt: skip

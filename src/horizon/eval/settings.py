@@ -30,10 +30,13 @@ class EvalSettings:
     endpoint_model: str | None = None
     concurrency: int = 8
     context_length: int = 32768
-    max_episodes: int = 50
+    max_episodes: int | None = None
     agent_timeout_s: float | None = None
     max_infra_retries: int = 2
-    max_consecutive_parse_errors: int = 10
+    max_consecutive_parse_errors: int | None = None
+    context: str = "summarize"
+    summarize_threshold: int = 8000
+    history_thinking: str = "drop"
     sampling: Sampling = field(default_factory=Sampling)
     vllm_command: tuple[str, ...] = ("vllm", "serve")
     vllm_args: tuple[str, ...] = ()
@@ -68,6 +71,9 @@ class Attempt:
     ended: str
     first_complete_episode: int | None = None
     parse_errors: int = 0
+    model_calls: int = 0  # every model call, summarisation included
+    summary_calls: int = 0  # the calls spent on summarising the history
+    summarizations: int = 0  # how many times the history was summarised
     error_signatures: list[dict] = field(default_factory=list)
     transcript: str | None = None
     timing: dict | None = None

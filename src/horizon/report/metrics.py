@@ -82,6 +82,7 @@ def repeat_stats(
         if r["success"] and r.get("failure_mode") != "infra_error"
     ]
     reactive = [r for r in succ if is_reactive(r, patterns)]
+    valid_all = [r for t in tasks for r in by_task.get(t, []) if r.get("failure_mode") != "infra_error"]
     solved = [v for v in s.values() if v >= 1]
     out = {
         "success_attempts": float(sum(s.values())),
@@ -95,6 +96,10 @@ def repeat_stats(
         if reactive
         else float("nan"),
         "infra_errors": float(infra),
+        # context summarisations per attempt (records from before the counter read as 0)
+        "summarizations_per_attempt": float(np.mean([r.get("summarizations", 0) for r in valid_all]))
+        if valid_all
+        else float("nan"),
     }
     for k in range(1, attempts + 1):
         vals = [pass_at_k(n[t], s[t], k) for t in tasks if n[t] >= k]

@@ -141,12 +141,14 @@ def behaviour(cells, models, benches, eval_cfg, report_cfg) -> Table:
         "reactive share",
         "episodes / success",
         "episodes / reactive success",
+        "summaries / attempt",
     ]
     t = Table(
         "Behaviour",
         f"Mean ± sample sd over {eval_cfg['repeats']} repeats. A success is reactive when an error "
         "signature (report.error_signatures, matched on the terminal output) appeared in an observation before "
-        "the agent's first task_complete, proactive otherwise.",
+        "the agent's first task_complete, proactive otherwise. Summaries / attempt: how often the history was "
+        "summarised to stay within the context (eval.context).",
         cols,
     )
     for b in benches:
@@ -168,6 +170,7 @@ def behaviour(cells, models, benches, eval_cfg, report_cfg) -> Table:
                         fmt(*mean_sd(share), digits=2),
                         fmt(*c.stat("episodes_per_success")),
                         fmt(*c.stat("episodes_per_reactive_success")),
+                        fmt(*c.stat("summarizations_per_attempt"), digits=2),
                     ],
                 )
             )
@@ -178,6 +181,7 @@ def behaviour(cells, models, benches, eval_cfg, report_cfg) -> Table:
                 "reactive_successes",
                 "episodes_per_success",
                 "episodes_per_reactive_success",
+                "summarizations_per_attempt",
             ):
                 row[f"{key}_mean"], row[f"{key}_sd"] = c.stat(key)
             row["reactive_share_mean"], row["reactive_share_sd"] = mean_sd(share)

@@ -1,0 +1,34 @@
+#!/bin/sh
+# Build the reference environment: the published Terminus-2 implementations (Harbor and
+# terminal-bench) in their own venv, on a Python >= 3.12 found on this machine. The conformance
+# suite (tests/conformance) compares our agent loop against them; `eval.prompt_template:
+# terminus-2-*` reads their prompt wording from it at run time. Idempotent: a stamp file records
+# what was installed.
+#   usage: envs/refenv.sh DIR "PKG==VER PKG==VER"    (REF_PY=/path/to/python3.12 to choose the interpreter)
+set -eu
+dir=$1
+pkgs=$2
+stamp="$dir/.installed"
+if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$pkgs" ] && [ -x "$dir/bin/python" ]; then
+  exit 0
+fi
+
+ok() { "$1" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 12) else 1)' >/dev/null 2>&1; }
+py=""
+for cand in ${REF_PY:-} \
+    $(ls -d "${PYENV_ROOT:-$HOME/.pyenv}"/versions/3.1[2-9]*/bin/python 2>/dev/null | sort -V) \
+    $(command -v python3.12 python3.13 python3.14 2>/dev/null); do
+  if ok "$cand"; then py=$cand; break; fi
+done
+if [ -z "$py" ]; then
+  echo "refenv: no Python >= 3.12 found (looked at REF_PY, ${PYENV_ROOT:-$HOME/.pyenv}/versions/3.12+," \
+       "python3.12/3.13/3.14 on PATH); install one (e.g. pyenv install 3.12) or set REF_PY" >&2
+  exit 1
+fi
+echo "refenv: $pkgs into $dir with $py ($("$py" --version 2>&1))"
+rm -rf "$dir"
+"$py" -m venv "$dir"
+"$dir/bin/python" -m pip install -q --upgrade pip
+# shellcheck disable=SC2086
+"$dir/bin/python" -m pip install -q $pkgs
+printf '%s' "$pkgs" > "$stamp"

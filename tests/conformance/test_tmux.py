@@ -1,0 +1,95 @@
+"""Their tmux session and ours on this machine's real tmux: history limit, keys, incremental output.
+
+Both run the same keystrokes with the same waits, each on a private tmux server, on the host (no
+sandbox: theirs cannot run inside ours). The outputs must be equal; so must the pane's history
+limit, which is tmux's default on both sides (theirs sets a larger one after the pane exists,
+which tmux does not apply to it).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+import pytest
+
+from horizon.eval.prompts import Template
+from horizon.eval.sandbox import ExecResult
+from horizon.eval.terminal import SESSION, Terminal
+from tests.conformance.conftest import VARIANTS
+
+pytestmark = pytest.mark.engine
+
+STEPS = [  # waits long enough for a loaded machine: the outputs must not depend on timing
+    ["echo hi\n", 1.0],
+    ["", 0.5],
+    ["printf 'a\\nb\\n'; echo ✓ 日本\n", 1.0],
+    ["-v\n", 1.0],
+    ["seq 1 2500\n", 3.0],  # more lines than the history keeps: the screen is shown instead
+    ["echo after\n", 1.0],
+    ["sleep 30\n", 0.5],
+    ["C-c", 1.0],
+    # last: how fast bash echoes a 19 kB paste races with the capture, so this output is not compared
+    ["cat > big.txt << 'EOF'\n" + ("row ' \" $ ✓\n" * 1500) + "EOF\n", 3.0],
+]
+
+
+class HostSandbox:
+    """Runs argv on this machine (a private tmux server via TMUX_TMPDIR); the tmux tests' sandbox."""
+
+    def __init__(self, workdir, tmux_tmpdir):
+        self.env = {**os.environ, "TMUX_TMPDIR": str(tmux_tmpdir)}
+        self.workdir = str(workdir)
+
+    def exec(self, argv, timeout=None, env=None, cwd="/app", input=None, max_bytes=1 << 20):
+        p = subprocess.run(argv, cwd=self.workdir, env={**self.env, **(env or {})}, input=input,
+                           capture_output=True, timeout=timeout)  # fmt: skip
+        return ExecResult(p.returncode, p.stdout.decode(errors="replace"), p.stderr.decode(errors="replace"))
+
+    def alive(self):
+        return True
+
+
+def ours(variant, template, work, tmux_dir):
+    sb = HostSandbox(work, tmux_dir)
+    t = Terminal(
+        sb, template.turns["terminal_screen"], template.turns["terminal_new"], variant, workdir=str(work)
+    )
+    try:
+        outputs = [t.start()]
+        for keys, wait in STEPS:
+            t.run(keys, wait)
+            outputs.append(t.incremental())
+        limit = sb.exec(["tmux", "display-message", "-p", "-t", SESSION, "#{history_limit}"]).stdout.strip()
+        big = (work / "big.txt").read_text() if (work / "big.txt").exists() else ""
+    finally:
+        sb.exec(["tmux", "kill-server"])
+    return outputs, limit, big
+
+
+@pytest.mark.parametrize("variant", VARIANTS, ids=[f"tmux-{v}" for v in VARIANTS])
+def test_real_tmux_same_as_theirs(reference, variant, tmp_path):
+    import shutil
+
+    from horizon.eval.reference import run_driver
+
+    work, tmux_dir = tmp_path / "work", tmp_path / "tmux"  # one after the other in the same directory,
+    work.mkdir()  # since the shell prompt shows it
+    tmux_dir.mkdir()
+    theirs = run_driver([{"op": "tmux_real", "variant": variant, "workdir": str(work),
+                          "tmux_tmpdir": str(tmux_dir), "steps": STEPS}])[0]  # fmt: skip
+    their_big = (work / "big.txt").read_text() if (work / "big.txt").exists() else ""
+    shutil.rmtree(work)
+    work.mkdir()
+    template = Template.from_dict(reference[variant]["template"], origin=variant)
+    outputs, limit, big = ours(variant, template, work, tmux_dir)
+    assert big == their_big
+    assert limit == theirs["history_limit"] == "2000"
+    if variant == "harbor":  # the 19 kB heredoc went through the paste buffer, intact
+        assert big == "row ' \" $ ✓\n" * 1500
+    else:  # terminal-bench's single send-keys is refused by tmux: the heredoc never arrives
+        assert big == "" and not (work / "big.txt").exists()
+    assert len(outputs) == len(theirs["outputs"]) == len(STEPS) + 1
+    for i, (a, b) in enumerate(zip(outputs[:-1], theirs["outputs"][:-1])):
+        assert a == b, f"output {i} (after {STEPS[i - 1][0][:30]!r}) differs"
+    assert outputs[-1].rstrip().endswith("#") and theirs["outputs"][-1].rstrip().endswith("#")
