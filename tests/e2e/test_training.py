@@ -78,6 +78,17 @@ def test_deepspeed_zero3_two_processes_on_cpu(tiny_corpus, tmp_path):
     assert not list((tmp_path / "checkpoints" / "ds").glob("checkpoint-*"))  # cleaned once final
 
 
+def test_zero3_chunked_loss_equals_the_plain_loss(tiny_corpus, tmp_path):
+    """Two ranks under ZeRO-3 (partitioned, tied LM-head weight): five steps, the plain path's losses."""
+    runs = {}
+    for kind in ("plain", "chunked"):
+        train = train_cfg(deepspeed="zero3", cpu_processes=2, epochs=5, loss=kind, loss_chunk=64)
+        train_model(spec(tiny_corpus, tmp_path, f"z3-{kind}", train=train), threads=2)
+        runs[kind] = losses(tmp_path / "models" / f"z3-{kind}")
+    assert len(runs["plain"]) == 5 and runs["plain"][-1] < runs["plain"][0]
+    assert runs["chunked"] == pytest.approx(runs["plain"], rel=1e-5)
+
+
 def test_refinement_starts_from_theta1_and_schedule_is_cosine_without_warmup(tiny_corpus, tmp_path):
     from transformers import AutoModelForCausalLM
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from horizon.io import write_json
 from horizon.train.callbacks import progress_callback, record_segment, segment_callback, segments_path
 from horizon.train.examples import Collator, Examples, TrainSpec
+from horizon.train.loss import use_loss
 
 log = logging.getLogger("horizon.train.worker")
 
@@ -116,6 +117,7 @@ def make_trainer(spec: TrainSpec, callbacks: list | None = None):
         spec.model_init, dtype=dtype, attn_implementation=spec.train["attn_implementation"]
     )
     model.config.use_cache = False
+    use_loss(model, spec.train["loss"], spec.train["loss_chunk"])  # before the Trainer inspects forward
     trainer = Trainer(
         model=model,
         args=args,
