@@ -5,15 +5,18 @@ and a plain training step holds them several times (upcast, log-softmax, their g
 the hidden states that predict a wanted token are picked by index and pushed through the head
 `chunk` rows at a time, with one [chunk, vocab] fp32 buffer worked in place.
 
-- `token_logprobs`: log p(target) per position, no gradient (the scorer; a frozen reference pass).
-- `nll`: the summed negative log-likelihood over a divisor, with its gradient (training). The gradient of
-  each chunk is computed in the forward pass, while its logits exist (softmax - onehot, then two
-  matmuls), and kept as [rows, d] and [vocab, d] tensors: the backward pass only scales them. No
-  logits are recomputed, and the head weight is needed in the forward pass only (under DeepSpeed
-  ZeRO-3, `register_weight` has the model's forward gather it).
+- `token_logprobs`: log p(target) per position, no gradient: the scorer, and any frozen reference
+  pass (DMPO's: the reference model's trunk over the batch, then this over the same rows).
+- `nll`: the summed negative log-likelihood over a divisor, with its gradient (training). The
+  gradient of each chunk is computed in the forward pass, while its logits exist (softmax - onehot,
+  then two matmuls), and kept as [positions, d] and [vocab, d] tensors: the backward pass only
+  scales them. No logits are recomputed, and the head weight is needed in the forward pass only
+  (under DeepSpeed ZeRO-3, `register_weight` has the model's forward gather it).
 
 Numerics follow the plain path: the head matmul runs in the dtype autocast or the weights give,
-the log-softmax in fp32; what differs is summation order (fp32 round-off).
+the log-softmax in fp32, the gradient is scaled before its cast to the matmul dtype. What differs
+is summation order: fp32 round-off, and under bf16 the weight gradient is a sum of per-chunk bf16
+products (taken in fp32) instead of one bf16 product.
 """
 
 from __future__ import annotations
@@ -91,6 +94,14 @@ def _matmul_dtype(weight: torch.Tensor) -> torch.dtype:
     return weight.dtype
 
 
+def _dlogits_(z: torch.Tensor, total: torch.Tensor, targets: torch.Tensor, inv: torch.Tensor) -> torch.Tensor:
+    """d(-log p_target / denom)/d logits = (softmax - onehot) / denom, in place of z = exp(logits - shift)."""
+    z.div_(total.unsqueeze(1))
+    z[torch.arange(len(targets), device=targets.device), targets] -= 1.0
+    # scaled before any cast to the matmul dtype, as the plain loss's backward does (same rounding)
+    return z.mul_(inv)
+
+
 class _ChunkedNLL(torch.autograd.Function):
     """sum_i -log softmax(hidden[rows[i]] @ W.T)[targets[i]] / denom; its gradient is made chunk by chunk in forward."""
 
@@ -102,7 +113,6 @@ class _ChunkedNLL(torch.autograd.Function):
         grad_h = torch.zeros_like(hidden) if want_h else None
         grad_w = torch.zeros(weight.shape, dtype=torch.float32, device=weight.device) if want_w else None
         total = torch.zeros((), dtype=torch.float64, device=hidden.device)
-        # scaled before the cast to the matmul dtype, as the plain loss's backward does (same rounding)
         inv = 1.0 / torch.as_tensor(denom, dtype=torch.float32, device=hidden.device)
         for s in range(0, len(rows), chunk):
             idx, y = rows[s : s + chunk], targets[s : s + chunk]
@@ -110,13 +120,12 @@ class _ChunkedNLL(torch.autograd.Function):
             logits = F.linear(h, w)
             picked = logits.gather(1, y.unsqueeze(1)).squeeze(1).float()
             z, tot, shift = _exp_shifted_(logits)
+            del logits  # from here on the fp32 buffer is the only [chunk, vocab] tensor
             total += (tot.log() + shift - picked).double().sum()
             if not (want_h or want_w):
                 continue
-            dlogits = z.div_(tot.unsqueeze(1))  # softmax, in place: d(-log p_y)/d logits = softmax - onehot
-            dlogits[torch.arange(len(y), device=y.device), y] -= 1.0
-            g = dlogits.mul_(inv).to(dt)
-            del logits, z, dlogits
+            g = _dlogits_(z, tot, y, inv).to(dt)
+            del z
             if want_h:
                 grad_h[idx] = (g @ w).to(grad_h.dtype)
             if want_w and dt == torch.float32:
