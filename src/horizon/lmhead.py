@@ -140,8 +140,9 @@ class _ChunkedNLL(torch.autograd.Function):
     @torch.autograd.function.once_differentiable
     def backward(ctx, grad_out):
         grad_h, grad_w = ctx.saved_tensors
-        gh = grad_h * grad_out.to(grad_h.dtype) if grad_h is not None else None
-        gw = (grad_w * grad_out).to(ctx.weight_dtype) if grad_w is not None else None
+        # in place: no second [vocab, d] buffer (the graph is not kept for a second backward)
+        gh = grad_h.mul_(grad_out.to(grad_h.dtype)) if grad_h is not None else None
+        gw = grad_w.mul_(grad_out).to(ctx.weight_dtype) if grad_w is not None else None
         return gh, gw, None, None, None, None
 
 
