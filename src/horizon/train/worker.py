@@ -251,6 +251,9 @@ def _finalize(spec: TrainSpec, out: Path, trainer, on_cpu: bool) -> None:
         for k, v in trainer.args.to_dict().items()
         if isinstance(v, str | int | float | bool | type(None))
     }
+    effective["loss"] = spec.train["loss"]  # train.loss: how the LM head and cross-entropy ran
+    if spec.train["loss"] == "chunked":
+        effective["loss_chunk"] = spec.train["loss_chunk"]
     ds = getattr(trainer.accelerator.state, "deepspeed_plugin", None)
     if ds is not None:
         effective["deepspeed_config"] = ds.deepspeed_config
