@@ -127,6 +127,19 @@ def kill_after_first_checkpoint(s: TrainSpec, tmp_path) -> None:
     assert training_processes(str(ckpts)) == [], "training workers survived the kill of their job"
 
 
+def test_zero3_chunked_loss_equals_the_plain_loss(tiny_corpus, tmp_path):
+    """Two ranks under ZeRO-3 (partitioned, tied LM-head weight): five steps, the plain path's losses."""
+    runs = {}
+    for kind in ("plain", "chunked"):
+        train = train_cfg(deepspeed="zero3", cpu_processes=2, epochs=5, loss=kind, loss_chunk=64)
+        train_model(spec(tiny_corpus, tmp_path, f"z3-{kind}", train=train), threads=2)
+        runs[kind] = losses(tmp_path / "models" / f"z3-{kind}")
+        args = json.loads((tmp_path / "models" / f"z3-{kind}" / "training_args.json").read_text())
+        assert args["loss"] == kind and args["deepspeed_config"]["zero_optimization"]["stage"] == 3
+    assert len(runs["plain"]) == 5 and runs["plain"][-1] < runs["plain"][0]
+    assert runs["chunked"] == pytest.approx(runs["plain"], rel=1e-5)
+
+
 def test_refinement_starts_from_theta1_and_schedule_is_cosine_without_warmup(tiny_corpus, tmp_path):
     from transformers import AutoModelForCausalLM
 

@@ -3,7 +3,8 @@
 score_i = mean over the supervised (assistant) tokens x_t at positions t in (H1, H2] of
 log p_theta1(x_t | x_<t). The trunk runs over positions 1..H2 once; the LM head and the
 log-softmax run only on the hidden states that predict window tokens, `chunk` positions at a
-time (Qwen3's vocabulary is 151,936: 16K positions of fp32 logits would be ~10 GB).
+time (Qwen3's vocabulary is 151,936: 16K positions of fp32 logits would be ~10 GB), with
+horizon.lmhead, the code that training's chunked loss uses too.
 
 Scoring shards are independent and resumable: finished rows are appended to a partial JSONL file
 next to the shard (not a Snakemake output, so a killed job keeps it), and the shard's parquet
@@ -23,6 +24,7 @@ import pyarrow.parquet as pq
 
 from horizon.data.tokens import iter_token_rows
 from horizon.io import Journal, write_table
+from horizon.lmhead import token_logprobs
 from horizon.progress import Progress
 
 log = logging.getLogger("horizon.score.scorer")
@@ -70,28 +72,15 @@ class Scorer:
         with torch.inference_mode():
             x = torch.as_tensor(np.asarray(ids, dtype=np.int64), device=self.device)
             hidden = self.trunk(input_ids=x).last_hidden_state  # [B, T, d]: the only full-length tensor
-            rows, cols = np.nonzero(targets)
-            out_flat = np.empty(len(rows), dtype=np.float64)
-            for s in range(0, len(rows), self.chunk):
-                r = torch.as_tensor(rows[s : s + self.chunk], device=self.device)
-                c = torch.as_tensor(cols[s : s + self.chunk], device=self.device)
-                out_flat[s : s + len(r)] = (
-                    _target_logprobs(self.head(hidden[r, c - 1]), x[r, c]).cpu().numpy()
-                )
+            rows, cols = (torch.as_tensor(a, device=self.device) for a in np.nonzero(targets))
+            flat = hidden.reshape(-1, hidden.shape[-1])
+            # the hidden state at t - 1 predicts the token at t
+            lp = token_logprobs(
+                self.head.weight, flat, rows * x.shape[1] + cols - 1, x[rows, cols], self.chunk
+            )
+            out_flat = lp.cpu().numpy()
         counts = targets.sum(axis=1)
         return np.split(out_flat, np.cumsum(counts)[:-1])
-
-
-def _target_logprobs(logits, targets):
-    """log_softmax(logits)[i, targets[i]] in fp32, with one [chunk, vocab] fp32 buffer worked in place."""
-    import torch
-
-    picked = logits.gather(1, targets.unsqueeze(1)).squeeze(1).double()
-    z = logits.float()  # the model-dtype logits are released here
-    del logits
-    m = z.amax(dim=1, keepdim=True)
-    lse = z.sub_(m).exp_().sum(dim=1).log_().double() + m.squeeze(1).double()
-    return (picked - lse).to(torch.float64)
 
 
 def window_targets(roles: np.ndarray, h1: int, h2: int) -> np.ndarray:

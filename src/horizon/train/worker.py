@@ -19,6 +19,7 @@ from horizon.config import grad_accumulation
 from horizon.io import write_json
 from horizon.train.callbacks import progress_callback, record_segment, segment_callback, segments_path
 from horizon.train.examples import Collator, Examples, TrainSpec
+from horizon.train.loss import use_loss
 
 log = logging.getLogger("horizon.train.worker")
 
@@ -122,6 +123,7 @@ def make_trainer(spec: TrainSpec, callbacks: list | None = None):
         spec.model_init, dtype=dtype, attn_implementation=spec.train["attn_implementation"]
     )
     model.config.use_cache = False
+    use_loss(model, spec.train["loss"], spec.train["loss_chunk"])  # before the Trainer inspects forward
     trainer = Trainer(
         model=model,
         args=args,
@@ -268,6 +270,9 @@ def _finalize(spec: TrainSpec, out: Path, trainer, on_cpu: bool) -> None:
         if isinstance(v, str | int | float | bool | type(None))
     }
     effective.update(batch_record(trainer))
+    effective["loss"] = spec.train["loss"]  # train.loss: how the LM head and cross-entropy ran
+    if spec.train["loss"] == "chunked":
+        effective["loss_chunk"] = spec.train["loss_chunk"]
     ds = getattr(trainer.accelerator.state, "deepspeed_plugin", None)
     if ds is not None:
         effective["deepspeed_config"] = ds.deepspeed_config
