@@ -12,9 +12,10 @@ PYTEST_ARGS ?=
 # the exact versions every test ran with; torch's pin is read from the same file
 CONSTRAINTS := envs/constraints.txt
 TORCH   := $(shell grep -E '^torch==' $(CONSTRAINTS))
-# Debian packages of the engines the tests start (the demo needs only the sandbox's two)
+# Debian packages of the engines the tests start (the demo needs only the sandbox's two; slirp4netns
+# gives local sandboxes of tasks with allow_internet their own network)
 SANDBOX_PKGS := bubblewrap tmux
-ENGINE_PKGS  := $(SANDBOX_PKGS) docker.io debootstrap slurmctld slurmd slurm-client munge
+ENGINE_PKGS  := $(SANDBOX_PKGS) slirp4netns docker.io debootstrap slurmctld slurmd slurm-client munge
 
 .PHONY: setup engines sandbox-deps demo test check lint dryrun image
 

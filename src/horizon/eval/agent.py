@@ -42,7 +42,7 @@ class AgentResult:
     messages: list[dict]
     episodes: int
     ended: str  # completed | agent_timeout | context_length | parse_exhausted | max_episodes | terminal_lost
-    #              | sandbox_exhausted
+    #              | sandbox_exhausted | sandbox_killed
     prompt_tokens: int = 0
     completion_tokens: int = 0
     first_complete_episode: int | None = None
@@ -50,6 +50,7 @@ class AgentResult:
     parse_errors: int = 0
     seconds: float = 0.0
     events: list[dict] = field(default_factory=list)
+    evidence: str | None = None
 
 
 def episode_seed(*parts) -> int:
@@ -113,16 +114,22 @@ class _Loop:
                     break
                 self.term.run(cmd.keystrokes, cmd.duration, self.deadline)
             return self.term.new_output(self.cfg.output_cap)
-        except TerminalLost as e:
-            res.events.append({"episode": episode, "terminal_lost": str(e)})
-            res.ended = "terminal_lost"
-        except SandboxError as e:
-            if not self.sandbox.alive():
-                raise  # the sandbox died under us: an infrastructure error
-            # up, but unable to run anything (e.g. a fork bomb holds every process slot): the agent's doing
-            res.events.append({"episode": episode, "sandbox_exhausted": str(e)})
-            res.ended = "sandbox_exhausted"
+        except (TerminalLost, SandboxError) as e:
+            self.fault(res, episode, e)
         return None
+
+    def fault(self, res: AgentResult, episode: int, e: Exception) -> None:
+        """The terminal or the sandbox failed under the agent: whose doing, from the sandbox's evidence."""
+        d = self.sandbox.diagnose()
+        if d.agents_doing:  # its limits hit (a fork bomb), or ended from inside
+            res.ended, res.evidence = d.failure_mode, f"{e}; {d.evidence}"
+        elif d.state == "healthy" and isinstance(e, TerminalLost):  # the agent killed its tmux
+            res.ended, res.evidence = "terminal_lost", f"{e}; {d.evidence}"
+        else:  # gone for reasons outside it, or a call of ours failing in a healthy sandbox
+            raise SandboxError(
+                f"{self.sandbox.spec.name}: {e}", evidence=f"{d.state}: {d.evidence}"
+            ) from None
+        res.events.append({"episode": episode, res.ended: res.evidence})
 
     def observe(self, res: AgentResult, episode: int, answer, output: str) -> bool:
         """The next user turn; False when the answer confirmed completion (the attempt ends)."""
