@@ -176,7 +176,7 @@ def test_cpus_limit_the_whole_sandbox(local_engine, tools):
 def test_fork_bomb_is_contained_and_torn_down(local_engine, tools):
     s = sandbox(tools)
     try:
-        s.exec("bash -c ':(){ :|:& };:' ; sleep 1", timeout=5)
+        s.exec("(setsid bash -c ':(){ :|:& };:' &); sleep 1", timeout=5)  # its own session: it outlives the exec
         assert subprocess.run(["true"]).returncode == 0  # the host can still start processes
         c = s.cgroup.counters()
         assert c["pids_current"] <= 64 and c["pids_limit_hits"] > 0

@@ -1,6 +1,9 @@
 """Grading: the task's tests run in the attempt's sandbox after the agent, as a clean grader.
 
 Every backend, through the sandbox protocol, in this order:
+0. settle: up to SETTLE_S for the sandbox to go quiet (no process running or in disk wait, twice in a
+   row), so that what the agent typed last (on a loaded machine, perhaps not read by its shell yet)
+   finishes as it would have; a sandbox busy for longer is not waited for;
 1. kill_agent: every process the agent left is killed, so nothing of it runs while the tests do;
 2. reset_for_grading: a fresh /tests holding the task's tests (extracted inside the sandbox, never
    copied by the host into a directory the agent could write), a fresh /logs/verifier and a fresh
@@ -31,10 +34,12 @@ from horizon.eval.sandbox.toolchain import grader_env
 from horizon.eval.tasks import Task
 
 REWARD_CAP = 64 << 10
-# rc 3: no such file; rc 4: something else than a regular file (a FIFO would block the reader)
+SETTLE_S = 3.0
+# the first of the files given that exists: its path on a line, then at most REWARD_CAP + 1 bytes of it;
+# rc 3: none exists; rc 4: it is not a regular file (a FIFO would block the reader)
 READ = (
-    'test -e "$1" || test -L "$1" || exit 3; test -f "$1" || { echo "not a regular file" >&2; exit 4; }; '
-    f'exec head -c {REWARD_CAP + 1} -- "$1"'
+    'for f in "$@"; do if [ -e "$f" ] || [ -L "$f" ]; then echo "$f"; [ -f "$f" ] || exit 4; '
+    f'exec head -c {REWARD_CAP + 1} -- "$f"; fi; done; exit 3'
 )
 
 
@@ -97,18 +102,20 @@ def parse_reward(name: str, text: str) -> Reward:
 
 
 def read_reward(sandbox: Sandbox) -> Reward:
-    for name in ("reward.json", "reward.txt"):
-        path = f"/logs/verifier/{name}"
-        r = sandbox.exec(["sh", "-c", READ, "sh", path], timeout=30, cwd="/",
-                         max_bytes=REWARD_CAP + 1)  # fmt: skip
-        if r.rc == 3:
-            continue
-        if r.rc != 0 or r.timed_out:
-            return Reward(None, name, f"{name}: could not be read ({r.rc}: {r.stderr.strip()[-200:]})")
-        if len(r.stdout.encode()) > REWARD_CAP:
-            return Reward(None, name, f"{name}: larger than {REWARD_CAP >> 10} KiB")
-        return parse_reward(name, r.stdout)
-    return Reward(None, None, "no reward file (/logs/verifier/reward.json or reward.txt)")
+    """reward.json, else reward.txt, read inside the sandbox in one call (each at most REWARD_CAP)."""
+    r = sandbox.exec(["sh", "-c", READ, "sh", "/logs/verifier/reward.json", "/logs/verifier/reward.txt"],
+                     timeout=30, cwd="/", max_bytes=REWARD_CAP + 200)  # fmt: skip
+    if r.timed_out or r.rc not in (0, 3, 4):
+        return Reward(None, None, f"the reward files could not be read ({r.rc}: {r.stderr.strip()[-200:]})")
+    if r.rc == 3:
+        return Reward(None, None, "no reward file (/logs/verifier/reward.json or reward.txt)")
+    path, _, content = r.stdout.partition("\n")
+    name = path.rsplit("/", 1)[-1]
+    if r.rc == 4:
+        return Reward(None, name, f"{name}: could not be read (not a regular file)")
+    if len(content.encode()) > REWARD_CAP:
+        return Reward(None, name, f"{name}: larger than {REWARD_CAP >> 10} KiB")
+    return parse_reward(name, content)
 
 
 def tests_archive(task: Task) -> bytes:
@@ -136,6 +143,7 @@ def tests_archive(task: Task) -> bytes:
 def grade(task: Task, sandbox: Sandbox, timeout: float | None = None) -> Grade:
     timeout = timeout or task.test_timeout
     archive = tests_archive(task)
+    sandbox.settle(SETTLE_S)
     sandbox.kill_agent()
     env = grader_env(sandbox.reset_for_grading(archive))
     script = "/tests/run-tests.sh" if task.format == "tb1" else "/tests/test.sh"

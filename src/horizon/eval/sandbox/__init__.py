@@ -113,6 +113,13 @@ class Sandbox:
 
     grader_home = "/tmp/horizon-grader-home"
 
+    def settle(self, seconds: float) -> bool:
+        """Wait (at most `seconds`) until nothing in the sandbox runs; False if it stayed busy or cannot say."""
+        try:  # the exec's timeout bounds the wait
+            return self.exec(["sh", "-c", SETTLE], timeout=seconds, cwd="/").ok
+        except SandboxError:  # out of processes (a fork bomb): nothing to wait for
+            return False
+
     def kill_agent(self) -> None:
         """Kill every process in the sandbox but its own (what the agent or the tests left running)."""
         r = self.exec(["sh", "-c", KILL_ALL_PASSES], cwd="/")  # no `timeout` wrapper: kill -1 would end it
@@ -170,6 +177,18 @@ class Sandbox:
         self.stop()
 
 
+# quiet = no process but this shell running (R) or in disk wait (D), in two scans 20 ms apart
+SETTLE = """quiet=0
+while :; do
+  busy=0
+  for f in /proc/[0-9]*/stat; do
+    read -r l < "$f" 2>/dev/null || continue
+    [ "${l%% *}" = "$$" ] && continue
+    s=${l##*) }; case ${s%% *} in R|D) busy=1; break;; esac
+  done
+  if [ $busy = 0 ]; then quiet=$((quiet + 1)); [ $quiet -ge 2 ] && exit 0; else quiet=0; fi
+  sleep 0.02
+done"""
 # three passes: a process forked while one pass runs is caught by the next (older kernels)
 KILL_ALL_PASSES = "for i in 1 2 3; do kill -9 -1 2>/dev/null; sleep 0.05; done; exit 0"
 # /tests and /logs/verifier may be mount points (apptainer binds them): emptied rather than removed;

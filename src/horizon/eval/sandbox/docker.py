@@ -165,12 +165,14 @@ class DockerSandbox(Sandbox):
         self.base_image = base_image
         self.max_processes = max_processes or spec.max_processes
         self.container = None
+        self.started_at = 0
 
     def start(self) -> None:
         c = client()
         image = ensure_image(c, self.spec, self.base_image)
         labels = {LABEL: "1", **{k: str(v) for k, v in self.spec.labels.items()}}
         daemon, _ = _errors()
+        self.started_at = int(time.time()) - 1
         try:
             self.container = c.containers.run(
                 image, command=PID1, detach=True, labels=labels, working_dir="/app",
@@ -302,8 +304,12 @@ class DockerSandbox(Sandbox):
             if state.get("OOMKilled"):
                 return Diagnosis("exhausted", f"the container's memory limit ({self.spec.memory_mb} MB) "
                                               f"OOM-killed it (exit {code})")  # fmt: skip
-            return Diagnosis("killed", f"the container exited ({code}) while the daemon is up and the harness "
-                                       "had not stopped it; its pid 1 ignores signals from inside")  # fmt: skip
+            signals = self._kills_through_the_daemon()
+            if signals:
+                return Diagnosis("lost", f"the container was killed through the Docker daemon (signal "
+                                         f"{', '.join(signals)}; exit {code}), not from inside")  # fmt: skip
+            return Diagnosis("killed", f"the container exited ({code}) while the daemon is up, nobody killed it "
+                                       "through the daemon, and its pid 1 ignores signals from inside")  # fmt: skip
         pids = self._pids()
         try:
             r = self.exec(["true"], timeout=10, cwd="/")
@@ -317,6 +323,16 @@ class DockerSandbox(Sandbox):
                 "exhausted", f"the container holds {pids[0]} of its {pids[1]} processes; `true`: {why}"
             )
         return Diagnosis("lost", f"the container is up but `true` cannot run in it: {why}")
+
+    def _kills_through_the_daemon(self) -> list[str]:
+        """Signals sent to the container through the daemon's API since it started (`docker kill`, ...)."""
+        daemon, _ = _errors()
+        try:
+            events = self.container.client.events(since=self.started_at, until=int(time.time()) + 1, decode=True,
+                                                  filters={"container": self.container.id, "event": "kill"})  # fmt: skip
+            return [e.get("Actor", {}).get("Attributes", {}).get("signal", "?") for e in events]
+        except daemon:
+            return ["unknown (the daemon's events could not be read)"]
 
     def _pids(self) -> tuple[int, int] | None:
         daemon, _ = _errors()

@@ -8,16 +8,19 @@ Nothing else of the host is visible (not the repository, the tasks' tests and so
 results). Namespaces: its own user (root inside, an unprivileged uid outside: 200000 + n per
 sandbox when the harness is root), mount, pid, ipc, uts and network; no capabilities.
 
-Processes: pid 1 is a tiny init (INIT, stdlib python) started with --as-pid-1. The kernel never
+Processes: pid 1 is a small init (init.py, stdlib python) started with --as-pid-1. The kernel never
 delivers a signal sent from inside a pid namespace to its pid 1 (it installs no handler), so
-`kill -9 -1` inside ends every process but the sandbox; init reaps orphans, makes itself
-non-dumpable (no ptrace or /proc/1/mem from inside), and the host sets its oom_score_adj to -1000.
-Nothing talks to it: there is no control socket or file anywhere in the sandbox.
+`kill -9 -1` inside ends every process but the sandbox; it makes itself non-dumpable (no ptrace,
+no /proc/1/mem or /proc/1/fd from inside), and the host sets its oom_score_adj to -1000. It starts
+each `exec` and reaps orphans. Its only channel is a socket inherited from the host at start (not
+a path in the sandbox); each command's stdin, stdout and stderr are pipes the host made and passed
+along, read here with a cap (hostexec); the channel carries only the init's pids and exit codes.
+Commands get exactly the environment they are given, no capabilities, the sandbox's cgroup.
 
-exec: the host enters the sandbox's namespaces (nsenter, as `docker exec` does) through handles
-opened at start (what happens inside later cannot redirect them), with a clean explicit environment,
-no capabilities (setpriv), inside the sandbox's cgroup (joined before nsenter runs); output is read
-through pipes and capped (hostexec). bubblewrap itself starts with an empty environment.
+Set-up steps that need root inside the sandbox (mounting /app's overlay; fresh /tests, /logs and
+HOME for the grader) and killing every agent process before grading run from the host by entering
+the sandbox's namespaces (nsenter, as `docker exec` does) through handles opened at start, outside
+the sandbox's cgroup (a fork bomb cannot keep them out). bubblewrap starts with an empty environment.
 
 Limits: a cgroup per sandbox (limits.py: memory incl. its tmpfs, processes, CPU quota), size-limited
 tmpfs; where cgroups cannot be created, `limits="auto"` falls back to per-process rlimits (as an
@@ -35,6 +38,7 @@ import os
 import select
 import shutil
 import signal
+import socket
 import subprocess
 import time
 from pathlib import Path
@@ -64,22 +68,7 @@ NAMESPACES = {
     "ipc": "--ipc",
     "uts": "--uts",
 }
-INIT = r"""
-import ctypes, os, signal
-ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0
-signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGCHLD])
-os.write(1, b"ready\n")
-null = os.open("/dev/null", os.O_RDWR)
-for fd in (0, 1, 2):
-    os.dup2(null, fd)
-while True:
-    try:
-        while os.waitpid(-1, os.WNOHANG)[0] > 0:
-            pass
-    except ChildProcessError:
-        pass
-    signal.sigtimedwait([signal.SIGCHLD], 60)
-"""
+INIT = (Path(__file__).parent / "init.py").read_text()
 MOUNT_APP = f"""set -e; umask 022
 mkdir /run/horizon/upper/data /run/horizon/upper/work
 mount -n -t overlay -o lowerdir=/run/horizon/lower,upperdir=/run/horizon/upper/data,workdir=/run/horizon/upper/work horizon-app /app
@@ -120,7 +109,8 @@ class LocalSandbox(Sandbox):
         self.ns: dict[str, int] = {}
         self.net: netns.UserNet | None = None
         self.init_pid = 0
-        self.tools = {t: host_tool(t, "util-linux") for t in ("nsenter", "setpriv", "prlimit")}
+        self.chan: hostexec.InitChannel | None = None
+        self.tools = {t: host_tool(t, "util-linux") for t in ("nsenter", "setpriv")}
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -161,7 +151,7 @@ class LocalSandbox(Sandbox):
             )
             return None
 
-    def _bwrap_argv(self, bwrap: str, tools: Path | None, info_fd: int) -> list[str]:
+    def _bwrap_argv(self, bwrap: str, tools: Path | None, info_fd: int, chan_fd: int) -> list[str]:
         py, extra = _init_python()
         argv = [
             bwrap,
@@ -194,12 +184,28 @@ class LocalSandbox(Sandbox):
         )
         return [*argv, "--remount-ro", "/", "--uid", "0", "--gid", "0", "--hostname", self.hostname, "--chdir", "/",
                 "--clearenv", "--setenv", "PATH", PATH, "--setenv", "HOME", "/root", "--setenv", "LANG", "C.UTF-8",
-                "--info-fd", str(info_fd), "--", py, "-I", "-S", "-c", INIT, MARKER]  # fmt: skip
+                "--info-fd", str(info_fd), "--", py, "-I", "-S", "-c", INIT, str(chan_fd),
+                json.dumps(self._rlimits()), MARKER]  # fmt: skip
+
+    def _rlimits(self) -> dict:
+        """What every command gets: no core dumps; without a cgroup, the per-process limits too."""
+        if self.cgroup is not None:
+            return {"core": 0}
+        s = self.spec
+        nproc = s.max_processes if self.lease else user_processes(self.uid) + s.max_processes
+        return {
+            "nproc": nproc,
+            "as": s.memory_mb << 20,
+            "cpu": s.cpu_seconds,
+            "fsize": s.max_file_mb << 20,
+            "core": 0,
+        }
 
     def _launch(self, bwrap: str, tools: Path | None, as_root: bool) -> None:
         """Start bubblewrap (in the cgroup, with an empty environment); open the namespaces; wait for init."""
         info_r, info_w = os.pipe()
-        argv = self._bwrap_argv(bwrap, tools, info_w)
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        argv = self._bwrap_argv(bwrap, tools, info_w, theirs.fileno())
         if as_root:
             argv = [
                 self.tools["setpriv"],
@@ -208,15 +214,23 @@ class LocalSandbox(Sandbox):
                 "--clear-groups",
                 *argv,
             ]
-        self.proc = subprocess.Popen(
-            [*self._prefix(join=True), *argv], env=dict(HOST_ENV), cwd="/", stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, pass_fds=(info_w,),
-        )  # fmt: skip
-        os.close(info_w)
+        try:
+            self.proc = subprocess.Popen(
+                [*self._prefix(), *argv], env=dict(HOST_ENV), cwd="/", stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, pass_fds=(info_w, theirs.fileno()),
+            )  # fmt: skip
+        finally:
+            os.close(info_w)
+            theirs.close()
+        self.chan = hostexec.InitChannel(ours, self.spec.name)
         deadline = time.monotonic() + 20
         info = _read_all(info_r, deadline)
         os.close(info_r)
-        if not info or _line(self.proc.stdout, deadline) != b"ready\n":
+        try:
+            if not info:
+                raise SandboxError("no information from bubblewrap")
+            self.chan.recv("ready", deadline)
+        except SandboxError:
             self._fail_start()
         self.init_pid = json.loads(info)["child-pid"]
         for ns in NAMESPACES:
@@ -252,8 +266,10 @@ class LocalSandbox(Sandbox):
                 self.proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 log.error("%s: bubblewrap did not exit after SIGKILL", self.spec.name)
-            for f in (self.proc.stdout, self.proc.stderr):
-                f.close()
+            self.proc.stderr.close()
+        if self.chan is not None:
+            self.chan.close()
+            self.chan = None
         for fd in self.ns.values():
             os.close(fd)
         self.ns = {}
@@ -278,22 +294,30 @@ class LocalSandbox(Sandbox):
         return sweep_dirs() + cgroups.sweep()
 
     def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
+        """bubblewrap runs and its pid 1 has not ended (a dead init is a zombie until bubblewrap reaps it)."""
+        if self.proc is None or self.proc.poll() is not None:
+            return False
+        try:
+            state = Path(f"/proc/{self.init_pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            return not self.init_pid  # still starting
+        if state in ("Z", "X"):
+            try:
+                self.proc.wait(timeout=5)  # bubblewrap follows its child: take its exit status
+            except subprocess.TimeoutExpired:
+                pass
+            return False
+        return True
 
     # -- operations -----------------------------------------------------------------------------
 
-    def _prefix(self, join: bool) -> list[str]:
-        """The host-side start of every command line: join the cgroup, or apply rlimits without one."""
-        if not join:
+    def _prefix(self) -> list[str]:
+        """The host-side start of a command line that must run in the sandbox's cgroup: join it first."""
+        if self.cgroup is None:
             return []
-        if self.cgroup is not None:
-            writes = " && ".join(f'echo $$ > "${i + 1}"' for i in range(len(self.cgroup.procs_files)))
-            script = f'{writes} && ulimit -c 0 && shift {len(self.cgroup.procs_files)} && exec "$@"'
-            return ["/bin/sh", "-c", script, "horizon-join", *self.cgroup.procs_files]
-        s = self.spec
-        nproc = s.max_processes if self.lease else user_processes(self.uid) + s.max_processes
-        return [self.tools["prlimit"], f"--nproc={nproc}", f"--as={s.memory_mb << 20}", f"--cpu={s.cpu_seconds}",
-                f"--fsize={s.max_file_mb << 20}", "--core=0", "--"]  # fmt: skip
+        writes = " && ".join(f'echo $$ > "${i + 1}"' for i in range(len(self.cgroup.procs_files)))
+        script = f'{writes} && shift {len(self.cgroup.procs_files)} && exec "$@"'
+        return ["/bin/sh", "-c", script, "horizon-join", *self.cgroup.procs_files]
 
     def _enter(self, cwd: str, privileged: bool) -> list[str]:
         argv = [
@@ -306,16 +330,16 @@ class LocalSandbox(Sandbox):
             argv += [self.tools["setpriv"], "--bounding-set=-all", "--inh-caps=-all", "--no-new-privs", "--"]
         return argv
 
-    def _run(self, argv, env=None, cwd="/", input=None, cap=1 << 20, timeout=None, privileged=False,
-             join=False) -> hostexec.HostResult:  # fmt: skip
-        """One command inside; `privileged` keeps root's capabilities inside the sandbox (set-up only)."""
+    def _run(self, argv, cwd="/", input=None, timeout=None, privileged=False) -> hostexec.HostResult:
+        """One command entered from the host, outside the cgroup; `privileged` keeps root's capabilities
+        inside the sandbox (set-up steps only, never while an agent process lives)."""
         if not self.alive():
             raise SandboxError(f"{self.spec.name}: the sandbox is not running")
-        full = [*self._prefix(join), *self._enter(cwd, privileged), *argv]
-        deadline = None if timeout is None else time.monotonic() + timeout + 30
+        full = [*self._enter(cwd, privileged), *argv]
+        deadline = None if timeout is None else time.monotonic() + timeout
         try:
             return hostexec.run_capped(
-                full, env or dict(HOST_ENV), cap, deadline, input, tuple(self.ns.values())
+                full, dict(HOST_ENV), 1 << 20, deadline, input, tuple(self.ns.values())
             )
         except OSError as e:
             raise SandboxError(f"{self.spec.name}: starting {full[0]} failed: {e}") from None
@@ -323,15 +347,32 @@ class LocalSandbox(Sandbox):
     def exec(self, argv, timeout=None, env=None, cwd="/app", input=None, max_bytes=1 << 20) -> ExecResult:
         if isinstance(argv, str):
             argv = ["bash", "-c", argv]
+        if not self.alive() or self.chan is None:
+            raise SandboxError(f"{self.spec.name}: the sandbox is not running")
         full_env = {"PATH": PATH, "HOME": "/root", "LANG": "C.UTF-8", "TERM": "xterm-256color", **(env or {})}
-        cmd = list(argv) if timeout is None else ["timeout", "-k", "2", f"{max(timeout, 0.01):.3f}", *argv]
-        r = self._run(cmd, full_env, cwd, input, max_bytes, timeout, join=True)
-        timed_out = r.killed or (timeout is not None and r.rc in (124, 137))
+        r = self.chan.run(list(argv), full_env, cwd, input, max_bytes, timeout)
         return ExecResult(
-            r.rc, r.stdout.decode("utf-8", "replace"), r.stderr.decode("utf-8", "replace"), timed_out
+            r.rc, r.stdout.decode("utf-8", "replace"), r.stderr.decode("utf-8", "replace"), r.killed
         )
 
+    def settle(self, seconds: float) -> bool:
+        try:  # the init scans /proc itself: no process to start (a fork bomb may leave no slot)
+            return self.chan is not None and self.chan.call("settle", seconds + 10, seconds=seconds)
+        except SandboxError:
+            return False
+
     def kill_agent(self) -> None:
+        """pid 1 kills everything else; if it cannot say it did (stuck at the memory limit), the host
+        enters the sandbox from outside its cgroup and does it."""
+        try:
+            if self.chan is not None and self.chan.call("killall", 20):
+                return
+        except SandboxError as e:
+            log.warning(
+                "%s: pid 1 did not kill the agent's processes (%s): killing them from the host",
+                self.spec.name,
+                e,
+            )
         r = self._run(["sh", "-c", KILL_ALL], timeout=30)
         if r.rc != 0:
             raise SandboxError(f"{self.spec.name}: {r.stderr.decode(errors='replace').strip()[-300:]}")
@@ -355,27 +396,40 @@ tar -x --no-same-owner -C /tests"""
         cg = self.cgroup
         seen = ", ".join(f"{k} {v}" for k, v in cg.counters().items()) if cg else "rlimits, no cgroup"
         if not self.alive():
-            rc = None if self.proc is None else self.proc.returncode
-            how = (
-                f"was killed by signal {rc - 128}" if rc and rc > 128 else f"exited ({rc})"
-            )  # bwrap: 128 + signal
-            if cg is not None and cg.counters()["oom_kills"]:
-                return Diagnosis(
-                    "exhausted", f"the sandbox {how} after its memory limit OOM-killed processes ({seen})"
-                )
-            return Diagnosis("lost", f"the sandbox's pid 1 (immune to signals from inside) {how} while the harness "
-                                     f"had not stopped it ({seen})")  # fmt: skip
+            return self._ended(seen)
         full = cg.full() if cg is not None else []
-        probe = self._run(["true"], timeout=10, join=True)
-        why = probe.stderr.decode(errors="replace").strip()[-300:]
-        if probe.rc == 0 and not probe.killed and not full:
+        try:
+            probe = self.exec(["true"], timeout=10, cwd="/")
+            rc, why = probe.rc, ("timed out" if probe.timed_out else probe.stderr.strip()[-300:])
+        except SandboxError as e:
+            rc, why = None, str(e)
+            if "init" in why:  # its channel broke: pid 1 is ending, and bubblewrap with it
+                try:
+                    self.proc.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    pass
+                if not self.alive():
+                    return self._ended(seen)
+        if rc == 0 and why == "" and not full:
             return Diagnosis("healthy", f"the sandbox is up and runs commands ({seen})")
         if full or (cg is None and "Resource temporarily unavailable" in why):
             at = ", ".join(full) or "RLIMIT_NPROC"
+            return Diagnosis("exhausted", f"the sandbox is at its limits ({at}; {seen}); `true`: {rc} {why}")
+        return Diagnosis("lost", f"the sandbox is up but `true` cannot run in it ({rc}: {why}; {seen})")
+
+    def _ended(self, seen: str) -> Diagnosis:
+        rc = None if self.proc is None else self.proc.returncode
+        how = (
+            f"was killed by signal {rc - 128}" if rc and rc > 128 else f"exited ({rc})"
+        )  # bwrap: 128 + signal
+        if self.cgroup is not None and self.cgroup.counters()["oom_kills"]:
             return Diagnosis(
-                "exhausted", f"the sandbox is at its limits ({at}; {seen}); `true`: {probe.rc} {why}"
+                "exhausted", f"the sandbox {how} after its memory limit OOM-killed processes ({seen})"
             )
-        return Diagnosis("lost", f"the sandbox is up but `true` cannot run in it ({probe.rc}: {why}; {seen})")
+        why = (
+            f"the sandbox's pid 1 (immune to signals from inside) {how} while the harness had not stopped it"
+        )
+        return Diagnosis("lost", f"{why} ({seen})")
 
 
 def _read_all(fd: int, deadline: float) -> bytes:
@@ -389,17 +443,3 @@ def _read_all(fd: int, deadline: float) -> bytes:
             return data
         data += chunk
     return data
-
-
-def _line(pipe, deadline: float) -> bytes:
-    fd = pipe.fileno()
-    out = b""
-    while not out.endswith(b"\n") and time.monotonic() < deadline:
-        ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
-        if not ready:
-            break
-        chunk = os.read(fd, 1)
-        if not chunk:
-            break
-        out += chunk
-    return out

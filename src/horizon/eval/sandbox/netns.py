@@ -38,7 +38,7 @@ class UserNet:
         from horizon.eval.sandbox.local import HOST_ENV
 
         proc = subprocess.Popen(
-            [*sb._prefix(join=True), *argv], env=dict(HOST_ENV), cwd="/", stdin=subprocess.DEVNULL,
+            [*sb._prefix(), *argv], env=dict(HOST_ENV), cwd="/", stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, pass_fds=(ready_w, exit_r, user, net),
         )  # fmt: skip
         os.close(ready_w)
