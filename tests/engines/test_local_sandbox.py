@@ -176,7 +176,8 @@ def test_cpus_limit_the_whole_sandbox(local_engine, tools):
 def test_fork_bomb_is_contained_and_torn_down(local_engine, tools):
     s = sandbox(tools)
     try:
-        s.exec("(setsid bash -c ':(){ :|:& };:' &); sleep 1", timeout=5)  # its own session: it outlives the exec
+        # in a session of its own, as in the agent's terminal: it outlives the exec
+        s.exec("(setsid bash -c ':(){ :|:& };:' &); sleep 1", timeout=5)
         assert subprocess.run(["true"]).returncode == 0  # the host can still start processes
         c = s.cgroup.counters()
         assert c["pids_current"] <= 64 and c["pids_limit_hits"] > 0
