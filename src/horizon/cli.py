@@ -103,10 +103,12 @@ def _oracle_one(kind: str, t, tools) -> tuple[bool, float, str]:
 def cmd_oracle(a) -> int:
     """Every task's reference solution, graded in its own sandbox with the task's resources; one task
     failing in any way (its sandbox included) is reported with why, and the others still run."""
-    from horizon.eval.sandbox import toolchain
+    from horizon.eval.sandbox import sweep_run, toolchain
     from horizon.eval.tasks import load_benchmark
 
     tasks, errors = load_benchmark(a.tasks, a.format)
+    if a.sandbox == "local":  # what killed runs left (by their dead pid: never another live job's)
+        sweep_run(a.sandbox, "oracle")
     failed = len(errors)
     for e in errors:
         print(f"FAIL  {e['task']}  malformed: {e['file']}: {e['field']}: {e['message']}")

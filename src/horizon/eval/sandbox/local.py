@@ -320,12 +320,11 @@ class LocalSandbox(Sandbox):
         return ["/bin/sh", "-c", script, "horizon-join", *self.cgroup.procs_files]
 
     def _enter(self, cwd: str, privileged: bool) -> list[str]:
-        argv = [
-            self.tools["nsenter"],
-            *(f"{NAMESPACES[n]}=/proc/self/fd/{fd}" for n, fd in self.ns.items()),
-            f"--wdns={cwd}",
-            "--",
-        ]
+        # as root, become the sandbox's root (nsenter's default); an ordinary user already is it (its uid
+        # is the one mapped to 0), and may not call setgroups in a namespace bubblewrap made
+        keep = [] if self.lease else ["--preserve-credentials"]
+        ns = (f"{NAMESPACES[n]}=/proc/self/fd/{fd}" for n, fd in self.ns.items())
+        argv = [self.tools["nsenter"], *ns, *keep, f"--wdns={cwd}", "--"]
         if not privileged:
             argv += [self.tools["setpriv"], "--bounding-set=-all", "--inh-caps=-all", "--no-new-privs", "--"]
         return argv
