@@ -17,7 +17,7 @@ import pytest
 
 from horizon.eval.sandbox import SandboxError, SandboxSpec
 from horizon.eval.sandbox.local import LocalSandbox
-from tests.engine_fixtures import sandbox_processes
+from tests.engine_fixtures import ensure_debian_package, sandbox_processes
 
 pytestmark = pytest.mark.engine
 SECRET = "horizon-probe-secret-7d1f"
@@ -192,6 +192,7 @@ def test_fork_bomb_is_contained_and_torn_down(local_engine, tools):
 
 
 def test_internet_is_a_network_of_its_own_without_the_host_loopback(local_engine, tools):
+    ensure_debian_package("slirp4netns", "slirp4netns")
     ip = next((a for a in subprocess.run(["hostname", "-I"], capture_output=True, text=True).stdout.split()
                if "." in a and not a.startswith("127.")), None)  # fmt: skip
     srv = socket.create_server(("0.0.0.0", 0))

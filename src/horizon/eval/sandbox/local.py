@@ -12,15 +12,18 @@ Processes: pid 1 is a small init (init.py, stdlib python) started with --as-pid-
 delivers a signal sent from inside a pid namespace to its pid 1 (it installs no handler), so
 `kill -9 -1` inside ends every process but the sandbox; it makes itself non-dumpable (no ptrace,
 no /proc/1/mem or /proc/1/fd from inside), and the host sets its oom_score_adj to -1000. It starts
-each `exec` and reaps orphans. Its only channel is a socket inherited from the host at start (not
-a path in the sandbox); each command's stdin, stdout and stderr are pipes the host made and passed
-along, read here with a cap (hostexec); the channel carries only the init's pids and exit codes.
-Commands get exactly the environment they are given, no capabilities, the sandbox's cgroup.
+each `exec`, reaps orphans, and before grading waits for quiet and kills every other process itself
+(no process to start: a fork bomb cannot keep it from that). Its only channel is a socket inherited
+from the host at start (not a path in the sandbox); each command's stdin, stdout and stderr are
+pipes the host made and passed along, read here with a cap (hostexec); the channel carries only the
+init's pids and exit codes. Commands get exactly the environment they are given, no capabilities,
+the sandbox's cgroup. (Starting each command by nsenter from the host instead cost 3x per command
+on a loaded machine: four programs per command.)
 
 Set-up steps that need root inside the sandbox (mounting /app's overlay; fresh /tests, /logs and
-HOME for the grader) and killing every agent process before grading run from the host by entering
-the sandbox's namespaces (nsenter, as `docker exec` does) through handles opened at start, outside
-the sandbox's cgroup (a fork bomb cannot keep them out). bubblewrap starts with an empty environment.
+HOME for the grader) run from the host by entering the sandbox's namespaces (nsenter, as `docker
+exec` does) through handles opened at start, outside the sandbox's cgroup; so does killing the
+agent's processes when pid 1 cannot say it did. bubblewrap starts with an empty environment.
 
 Limits: a cgroup per sandbox (limits.py: memory incl. its tmpfs, processes, CPU quota), size-limited
 tmpfs; where cgroups cannot be created, `limits="auto"` falls back to per-process rlimits (as an
