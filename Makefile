@@ -14,9 +14,10 @@ PYTEST_ARGS ?=
 # the exact versions every test ran with; torch's pin is read from the same file
 CONSTRAINTS := envs/constraints.txt
 TORCH   := $(shell grep -E '^torch==' $(CONSTRAINTS))
-# Debian packages of the engines the tests start (the demo needs only the sandbox's two)
+# Debian packages of the engines the tests start (the demo needs only the sandbox's two; slirp4netns
+# gives local sandboxes of tasks with allow_internet their own network)
 SANDBOX_PKGS := bubblewrap tmux
-ENGINE_PKGS  := $(SANDBOX_PKGS) docker.io debootstrap slurmctld slurmd slurm-client munge
+ENGINE_PKGS  := $(SANDBOX_PKGS) slirp4netns docker.io debootstrap slurmctld slurmd slurm-client munge
 TEX_PKGS     := texlive-latex-base texlive-latex-recommended  # pdflatex + booktabs: the tests compile every table
 # The published Terminus-2 implementations, in their own environment (they need Python >= 3.12):
 # the conformance suite compares our loop with them; eval.prompt_template terminus-2-* reads their wording.

@@ -50,7 +50,7 @@ def sandbox_processes() -> list[str]:
             cmd = open(f"/proc/{pid}/cmdline", "rb").read().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             continue
-        if "horizon-server.py" in cmd or ("bwrap" in cmd and "/run/horizon" in cmd):
+        if "horizon-sandbox-init" in cmd or ("slirp4netns" in cmd and "--userns-path=/proc/self/fd/" in cmd):
             out.append(f"{pid}: {cmd[:200]}")
     return out
 

@@ -85,22 +85,53 @@ def cmd_check(a) -> int:
     return 1 if errors else 0
 
 
+def _oracle_one(kind: str, t, tools) -> tuple[bool, float, str]:
+    """(passed, reward, why it failed) for one task's reference solution; never raises for a sandbox."""
+    from horizon.eval.attempt import grade_attempt
+    from horizon.eval.sandbox import SandboxError, make_sandbox
+    from horizon.eval.tasks import sandbox_spec
+
+    sol = Path(t.path) / ("solution/solve.sh" if t.format == "harbor" else "solution.sh")
+    try:
+        with make_sandbox(kind, sandbox_spec(t, f"oracle-{t.id}"), toolchain=tools) as sb:
+            sb.put(sol, "/tmp/solve.sh")
+            try:
+                r = sb.exec(["bash", "/tmp/solve.sh"], timeout=t.agent_timeout)
+                solved = "" if r.ok else f"solve.sh {'timed out' if r.timed_out else f'exited {r.rc}'}; "
+            except SandboxError as e:  # the solution broke its sandbox: the grade says what is left
+                solved = f"solve.sh: {e}; "
+            g = grade_attempt(sb, t)
+    except SandboxError as e:
+        return False, 0.0, f"infra_error: {e}" + (f" [{e.evidence}]" if e.evidence else "")
+    if g.success:
+        return True, g.reward, ""
+    mode = "test_timeout" if g.timed_out else g.failure_mode or "tests_failed"
+    detail = g.evidence or ", ".join(
+        f"{k} {v}" for k, v in g.detail.items() if k in ("rc", "reward_file", "error")
+    )
+    return False, g.reward, f"{solved}{mode}: {detail}"
+
+
 def cmd_oracle(a) -> int:
-    from horizon.eval.sandbox import make_sandbox, toolchain
-    from horizon.eval.tasks import grade, load_benchmark, sandbox_spec
+    """Every task's reference solution, graded in its own sandbox with the task's resources; one task
+    failing in any way (its sandbox included) is reported with why, and the others still run."""
+    from horizon.eval.sandbox import sweep_run, toolchain
+    from horizon.eval.tasks import load_benchmark
 
     tasks, errors = load_benchmark(a.tasks, a.format)
+    if a.sandbox == "local":  # what killed runs left (by their dead pid: never another live job's)
+        sweep_run(a.sandbox, "oracle")
     failed = len(errors)
+    for e in errors:
+        print(f"FAIL  {e['task']}  malformed: {e['file']}: {e['field']}: {e['message']}")
     with toolchain.temporary() as tools:
         for t in tasks:
-            spec = sandbox_spec(t, f"oracle-{t.id}")
-            sol = Path(t.path) / ("solution/solve.sh" if t.format == "harbor" else "solution.sh")
-            with make_sandbox(a.sandbox, spec, toolchain=tools) as sb:
-                sb.put(sol, "/tmp/solve.sh")
-                sb.exec(["bash", "/tmp/solve.sh"], timeout=t.agent_timeout)
-                g = grade(t, sb)
-            print(f"{'pass' if g.success else 'FAIL'}  {t.id}  reward {g.reward:.2f}")
-            failed += not g.success
+            ok, reward, why = _oracle_one(a.sandbox, t, tools)
+            print(
+                f"{'pass' if ok else 'FAIL'}  {t.id}  reward {reward:.2f}" + (f"  ({why})" if why else ""),
+                flush=True,
+            )
+            failed += not ok
     return 1 if failed else 0
 
 

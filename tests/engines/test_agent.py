@@ -144,15 +144,95 @@ def test_writes_outside_app_fail_and_the_host_is_untouched(tools, tmp_path):
         canary.unlink()
 
 
-def test_fork_bomb_ends_the_attempt_and_leaves_nothing(tools):
+def test_fork_bomb_ends_the_attempt_as_sandbox_exhausted_and_leaves_nothing(tools):
     t = time.monotonic()
     rec = attempt(tools, [answer(":(){ :|:& };:\n", duration=2), *SOLVE], timeout=20)
-    assert not rec["success"] and time.monotonic() - t < 60
+    assert rec["failure_mode"] == "sandbox_exhausted" and rec["ended"] == "sandbox_exhausted"
+    assert "at its limits (processes" in rec["evidence"] and time.monotonic() - t < 60
 
 
 def test_killing_tmux_ends_the_attempt_as_terminal_lost(tools):
     rec = attempt(tools, [answer("tmux kill-server\n"), *SOLVE])
     assert rec["ended"] == "terminal_lost" and rec["failure_mode"] == "terminal_lost"
+    assert "tmux" in rec["evidence"] and "the sandbox is up and runs commands" in rec["evidence"]
+
+
+def task_copy(tmp_path, name="hello", test_sh=None, env=None, tests_files=None):
+    """The hello fixture task, changed: its test script, its [environment], extra files under tests/."""
+    import shutil
+
+    d = tmp_path / name
+    shutil.copytree(FIXTURES / "harbor-tasks" / "hello", d)
+    if test_sh is not None:
+        (d / "tests" / "test.sh").write_text(test_sh)
+    if env is not None:
+        toml = (d / "task.toml").read_text()
+        (d / "task.toml").write_text(toml + "".join(f"{k} = {v}\n" for k, v in env.items()))
+    for rel, data in (tests_files or {}).items():
+        (d / "tests" / rel).write_bytes(data)
+    return load_harbor(d)
+
+
+def repeat_of(tools, task, answers, tmp_path):
+    """run_repeat with one attempt and no retry: what the rollout job records."""
+    from horizon.eval.rollout import run_repeat
+
+    ctx = RunContext("local", ScriptedBackend(answers), TEMPLATE, AgentConfig(), [], {"toolchain": tools})
+    [rec] = run_repeat([task], 1, 0, ctx, tmp_path / "attempts.jsonl", seed=0, max_infra_retries=0)
+    assert sandbox_processes() == []
+    return rec.to_dict()
+
+
+def test_the_harness_failing_to_put_the_tests_in_is_an_infra_error(tools, tmp_path):
+    # /tests is as large as the task's storage: a 2 MB test file in 1 MB does not go in (not the agent's doing)
+    task = task_copy(tmp_path, env={"storage_mb": 1}, tests_files={"data.bin": b"x" * (2 << 20)})
+    rec = repeat_of(tools, task, SOLVE, tmp_path)
+    assert rec["failure_mode"] == "infra_error" and "putting the tests in failed" in rec["error"]
+    assert rec["evidence"].startswith("healthy: the sandbox is up and runs commands")
+
+
+def test_a_sandbox_ended_from_the_host_is_an_infra_error_with_its_evidence(tools, tmp_path):
+    import os
+    import signal
+
+    from horizon.eval.sandbox.local import LocalSandbox
+
+    started = []
+    real_start = LocalSandbox.start
+
+    def start(self):
+        real_start(self)
+        started.append(self)
+
+    def model(messages):  # FAKE model: on its second call, the host (not the agent) ends the sandbox
+        if sum(m["role"] == "assistant" for m in messages) == 1:
+            os.kill(started[-1].init_pid, signal.SIGKILL)
+        return SOLVE[min(sum(m["role"] == "assistant" for m in messages), 2)]
+
+    LocalSandbox.start = start
+    try:
+        rec = repeat_of(tools, HELLO, model, tmp_path)
+    finally:
+        LocalSandbox.start = real_start
+    assert rec["failure_mode"] == "infra_error"
+    assert "pid 1 (immune to signals from inside) was killed by signal 9" in rec["evidence"]
+
+
+@pytest.mark.parametrize(
+    "written, error",
+    [
+        (
+            "echo '{\"score\": 1}' > /logs/verifier/reward.json",
+            'reward.json: expected an object with a "reward" key',
+        ),
+        ("echo '1 passed' > /logs/verifier/reward.txt", "reward.txt: '1 passed' is not a number"),
+        ("mkfifo /logs/verifier/reward.txt", "reward.txt: could not be read (not a regular file)"),
+    ],
+)
+def test_an_invalid_reward_is_named_not_guessed(tools, tmp_path, written, error):
+    task = task_copy(tmp_path, test_sh=f"#!/bin/bash\n{written}\n")
+    rec = repeat_of(tools, task, SOLVE, tmp_path)
+    assert rec["failure_mode"] == "reward_invalid" and rec["evidence"].startswith(error), rec
 
 
 def test_context_overflow_is_its_own_failure_mode_with_context_stop(tools):

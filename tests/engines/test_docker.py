@@ -140,6 +140,71 @@ def test_sigterm_mid_attempt_leaves_no_container(dockerd, tools, tmp_path):
     assert not (tmp_path / "attempts.jsonl").exists()
 
 
+def test_errors_name_what_failed(dockerd, tmp_path):
+    from horizon.eval.sandbox import SandboxError
+
+    c = client()
+    missing = SandboxSpec(name="pull", image="127.0.0.1:9/horizon-missing:1")
+    with pytest.raises(
+        SandboxError, match=r"pull: image 127.0.0.1:9/horizon-missing:1 is not present and pulling it failed"
+    ):
+        ensure_image(c, missing, "horizon-base:bookworm")
+    (tmp_path / "Dockerfile").write_text("ARG BASE_IMAGE\nFROM ${BASE_IMAGE}\nRUN exit 3\n")
+    broken = SandboxSpec(name="build", dockerfile_dir=tmp_path)
+    with pytest.raises(
+        SandboxError, match=rf"build: building the image of {tmp_path} failed: .*non-zero code: 3"
+    ):
+        ensure_image(c, broken, "horizon-base:bookworm")
+
+
+# pid 1 of the container ignores signals from inside; a root agent can still overwrite its code
+# through /proc/1/mem (same uid, dumpable) and wake it: the container ends from inside
+END_PID_1 = r"""
+import os, re
+for m in re.finditer(r"^([0-9a-f]+)-([0-9a-f]+) r-xp", open("/proc/1/maps").read(), re.M):
+    try:
+        with open("/proc/1/mem", "r+b", buffering=0) as f:
+            f.seek(int(m[1], 16)); f.write(b"\xcc" * (int(m[2], 16) - int(m[1], 16)))
+    except OSError:
+        pass
+for p in filter(str.isdigit, os.listdir("/proc")):
+    if open(f"/proc/{p}/stat").read().split()[3] == "1" and open(f"/proc/{p}/comm").read().strip() == "sleep":
+        os.kill(int(p), 9)
+"""
+
+
+def test_a_container_ended_from_inside_is_the_agents_failure(dockerd, tools):
+    import base64
+
+    code = base64.b64encode(END_PID_1.encode()).decode()
+    task = load_harbor(FIXTURES / "harbor-tasks/hello")
+    rec = attempt(
+        tools, [ans(f"echo {code} | base64 -d > /tmp/e.py; python3 /tmp/e.py\n", d=1), *SOLVE[1:]], task
+    )
+    assert rec["failure_mode"] == "sandbox_killed", rec
+    assert "nobody killed it through the daemon" in rec["evidence"]
+    assert ours(dockerd) == []
+
+
+def test_a_container_killed_through_the_daemon_is_an_infra_error(dockerd, tools, tmp_path):
+    from horizon.eval.rollout import run_repeat
+
+    def model(messages):  # FAKE model: on its second call, someone outside kills the container
+        n = sum(m["role"] == "assistant" for m in messages)
+        if n == 1:
+            [ct] = client().containers.list(filters={"label": "horizon.run=killed"})
+            ct.kill()
+        return SOLVE[min(n, 2)]
+
+    ctx = RunContext(
+        "docker", ScriptedBackend(model), TEMPLATE, AgentConfig(), [], {"toolchain": tools}, "killed"
+    )
+    task = load_harbor(FIXTURES / "harbor-tasks/hello")
+    [rec] = run_repeat([task], 1, 0, ctx, tmp_path / "attempts.jsonl", seed=0, max_infra_retries=0)
+    assert rec.failure_mode == "infra_error" and "killed through the Docker daemon (signal" in rec.evidence
+    assert ours(dockerd) == []
+
+
 def test_sweep_removes_stale_containers_of_the_same_run(dockerd, tools):
     from horizon.eval.sandbox.docker import sweep
 

@@ -1,6 +1,15 @@
-"""The local (bubblewrap) sandbox against the real engine: isolation, limits, teardown."""
+"""The local (bubblewrap) sandbox against the real engine: isolation, limits per sandbox, teardown.
+
+The agent is hostile by assumption: several tests here do what such an agent would (kill every
+process, write the host's memory or disk full, read the harness's environment, flood the output).
+"""
 
 import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
 import time
 from pathlib import Path
 
@@ -8,9 +17,18 @@ import pytest
 
 from horizon.eval.sandbox import SandboxError, SandboxSpec
 from horizon.eval.sandbox.local import LocalSandbox
-from tests.engine_fixtures import sandbox_processes
+from tests.engine_fixtures import ensure_debian_package, sandbox_processes
 
 pytestmark = pytest.mark.engine
+SECRET = "horizon-probe-secret-7d1f"
+
+
+def sandbox(tools, **spec) -> LocalSandbox:
+    s = LocalSandbox(
+        SandboxSpec(**{"name": "t", "max_processes": 64, "memory_mb": 512, **spec}), toolchain=tools
+    )
+    s.start()
+    return s
 
 
 @pytest.fixture
@@ -18,17 +36,17 @@ def sb(local_engine, tools, tmp_path):
     files = tmp_path / "files"
     files.mkdir()
     (files / "in.txt").write_text("input\n")
-    s = LocalSandbox(
-        SandboxSpec(name="t", workdir_files=files, max_processes=64, memory_mb=512), toolchain=tools
-    )
-    s.start()
+    s = sandbox(tools, workdir_files=files)
     yield s
     s.stop()
 
 
 def test_app_holds_the_task_files_and_is_writable(sb):
-    r = sb.exec("cat in.txt && echo out > out.txt && cat out.txt && pwd && id -u")
-    assert r.ok and r.stdout == "input\nout\n/app\n0\n"
+    r = sb.exec("cat in.txt && echo out > out.txt && cat out.txt && pwd && id -u && ls -l in.txt")
+    assert r.ok and r.stdout.startswith("input\nout\n/app\n0\n")
+    assert r.stdout.endswith(
+        " root root 6 Jan  1  2026 in.txt\n"
+    )  # fixed timestamps: the same listing every run
 
 
 def test_host_is_read_only_and_hidden(sb, tmp_path):
@@ -36,10 +54,12 @@ def test_host_is_read_only_and_hidden(sb, tmp_path):
     canary.write_text("untouched")
     try:
         r = sb.exec(
-            f"echo pwned > /etc/horizon-canary; echo pwned > {canary}; echo x > /usr/bin/x; "
-            f"ls {Path(__file__).resolve().parents[2]} 2>&1; ls /home /work 2>&1; true"
+            f"echo pwned > /etc/horizon-canary; echo pwned > {canary}; echo x > /usr/bin/x; mkdir /x; "
+            f"touch /tests/x /logs/x; ls {Path(__file__).resolve().parents[2]} 2>&1; ls /home /work 2>&1; true"
         )
-        assert "Read-only file system" in r.stderr
+        assert r.stderr.count("Read-only file system") == 5, (
+            r.stderr
+        )  # the canary's path is the sandbox's /tmp
         assert "No such file or directory" in r.stdout  # the repository and /home are not there
         assert canary.read_text() == "untouched" and not Path("/etc/horizon-canary").exists()
     finally:
@@ -54,6 +74,27 @@ def test_no_network_own_pid_namespace_no_capabilities(sb):
     assert sb.exec("grep CapEff /proc/self/status").stdout.split()[1] == "0000000000000000"
 
 
+def test_no_control_socket_and_nothing_of_the_harness_environment_inside(local_engine, tools, monkeypatch):
+    monkeypatch.setenv("HORIZON_PROBE_SECRET", SECRET)  # as an API key in the harness's environment
+    s = sandbox(tools)
+    try:
+        s.exec("nohup sleep 100 >/dev/null 2>&1 &", timeout=10)
+        pattern = SECRET[:-1] + f"[{SECRET[-1]}]"  # not the secret itself in grep's own command line
+        leak = s.exec(
+            f"grep -rl '{pattern}' /proc/[0-9]*/environ /proc/[0-9]*/cmdline 2>/dev/null; cat /proc/1/environ"
+        )
+        assert SECRET not in leak.stdout and leak.stdout.strip() == ""
+        assert (
+            "Permission denied" in leak.stderr
+        )  # pid 1 is not dumpable: its environment is not readable either
+        keys = {line.split("=", 1)[0] for line in s.exec(["env"]).stdout.splitlines()}
+        assert keys <= {"PATH", "HOME", "LANG", "TERM", "PWD", "SHLVL", "_"}, keys
+        sockets = s.exec("find / -path /proc -prune -o -type s -print 2>/dev/null")
+        assert sockets.stdout == ""  # nothing to connect to, nothing the host would connect to
+    finally:
+        s.stop()
+
+
 def test_exec_timeout_kills_the_command(sb):
     t = time.monotonic()
     r = sb.exec("sleep 100", timeout=0.5)
@@ -63,46 +104,157 @@ def test_exec_timeout_kills_the_command(sb):
 def test_output_is_capped_not_buffered_unbounded(sb):
     r = sb.exec("yes | head -c 50000000", max_bytes=4096, timeout=60)
     assert len(r.stdout) < 10000 and "bytes omitted" in r.stdout
+    flood = sb.exec(
+        "head -c 100000000 /dev/zero | tr '\\0' x", max_bytes=4096, timeout=60
+    )  # 100 MB, no newline
+    assert flood.ok and len(flood.stdout) < 10000 and "99991808 bytes omitted" in flood.stdout
+    assert sb.exec("echo still fine").stdout == "still fine\n"
 
 
-def test_memory_is_limited(sb):
-    big = sb.exec(["python3", "-c", "x = bytearray(2 * 1024**3)"], timeout=20)
-    assert big.rc != 0 and "MemoryError" in big.stderr
-    assert sb.exec("echo still alive").stdout == "still alive\n"
+def test_kill_all_and_pid_1_tricks_leave_the_sandbox_up(sb):
+    mem = (
+        "import re\nfor m in re.finditer(r'^([0-9a-f]+)-([0-9a-f]+) r-xp', open('/proc/1/maps').read(), re.M):\n"
+        "    f = open('/proc/1/mem', 'r+b', buffering=0); f.seek(int(m[1], 16)); f.write(b'\\xcc' * 64)\n"
+    )
+    r = sb.exec(["python3", "-c", mem])
+    assert r.rc != 0 and "Permission denied" in r.stderr  # pid 1 is not dumpable: no ptrace, no /proc/1/mem
+    sb.exec("kill -9 1; kill -STOP 1; kill -9 -1", timeout=10)
+    assert sb.alive() and sb.exec("echo up").stdout == "up\n"
+    assert sb.diagnose().state == "healthy"
+
+
+def test_memory_limit_is_per_sandbox_not_per_process(local_engine, tools):
+    s = sandbox(tools, memory_mb=256)
+    try:
+        # four processes of 150 MB each: every one under a per-process limit, 600 MB together
+        hold = "import time; x = bytearray(150 << 20); x[::4096] = b'x' * len(x[::4096]); time.sleep(3); print('held')"
+        r = s.exec(f'for i in 1 2 3 4; do python3 -c "{hold}" & done; wait', timeout=60)
+        assert r.stdout.count("held") < 4, r.stdout
+        assert s.cgroup.counters()["oom_kills"] >= 1
+        assert s.exec("echo still alive").stdout == "still alive\n"
+    finally:
+        s.stop()
+
+
+def test_without_cgroups_the_limits_are_per_process_rlimits(local_engine, tools):
+    s = LocalSandbox(SandboxSpec(name="rl", memory_mb=512), toolchain=tools, limits="rlimit")
+    s.start()
+    try:
+        assert s.cgroup is None
+        big = s.exec(["python3", "-c", "x = bytearray(2 * 1024**3)"], timeout=20)
+        assert big.rc != 0 and "MemoryError" in big.stderr
+        assert s.exec("echo still alive").stdout == "still alive\n"
+    finally:
+        s.stop()
+
+
+def test_tmp_and_app_are_size_limited(local_engine, tools):
+    s = sandbox(tools, memory_mb=256, storage_mb=64)
+    try:
+        app = s.exec("head -c 200M /dev/zero > /app/big; stat -c %s /app/big", timeout=60)
+        assert "No space left on device" in app.stderr and int(app.stdout) <= 64 << 20
+        tmp = s.exec("head -c 400M /dev/zero > /tmp/big; stat -c %s /tmp/big", timeout=60)
+        assert "No space left on device" in tmp.stderr and int(tmp.stdout) <= 128 << 20  # half its memory
+    finally:
+        s.stop()
+
+
+def test_cpus_limit_the_whole_sandbox(local_engine, tools):
+    s = sandbox(tools, cpus=0.25)
+    try:
+        busy = (
+            "import resource, subprocess\n"
+            "ps = [subprocess.Popen(['timeout', '2', 'sh', '-c', 'while :; do :; done']) for _ in range(4)]\n"
+            "[p.wait() for p in ps]\nu = resource.getrusage(resource.RUSAGE_CHILDREN)\nprint(u.ru_utime + u.ru_stime)"
+        )
+        used = float(s.exec(["python3", "-c", busy], timeout=30).stdout)
+        assert used <= 0.25 * 2 * 1.5, f"4 busy loops for 2 s used {used:.2f} CPU-s (limit 0.25 cpus)"
+    finally:
+        s.stop()
 
 
 def test_fork_bomb_is_contained_and_torn_down(local_engine, tools):
-    import subprocess
-
-    s = LocalSandbox(SandboxSpec(name="bomb", max_processes=64), toolchain=tools)
-    s.start()
+    s = sandbox(tools)
     try:
-        s.exec("bash -c ':(){ :|:& };:' ; sleep 1", timeout=5)
-        # the host can still start processes: the sandbox's uid hit its own limit only
-        assert subprocess.run(["true"]).returncode == 0
-        from horizon.eval.sandbox.local import _user_processes
-
-        if os.geteuid() == 0:  # each sandbox has its own uid: the bomb is capped at max_processes
-            assert 10 < _user_processes(s.uid) <= 64
+        # in a session of its own, as in the agent's terminal: it outlives the exec
+        s.exec("(setsid bash -c ':(){ :|:& };:' &); sleep 1", timeout=5)
+        assert subprocess.run(["true"]).returncode == 0  # the host can still start processes
+        c = s.cgroup.counters()
+        assert c["pids_current"] <= 64 and c["pids_limit_hits"] > 0
+        d = s.diagnose()
+        assert d.state == "exhausted" and "processes 6" in d.evidence, d
+        s.kill_agent()  # what grading does first: the slots come back
+        assert s.exec("echo back").stdout == "back\n"
     finally:
         s.stop()
     time.sleep(0.2)
     assert sandbox_processes() == []
 
 
+def test_internet_is_a_network_of_its_own_without_the_host_loopback(local_engine, tools):
+    ensure_debian_package("slirp4netns", "slirp4netns")
+    ip = next((a for a in subprocess.run(["hostname", "-I"], capture_output=True, text=True).stdout.split()
+               if "." in a and not a.startswith("127.")), None)  # fmt: skip
+    srv = socket.create_server(("0.0.0.0", 0))
+    port = srv.getsockname()[1]
+    threading.Thread(target=lambda: [srv.accept()[0].close() for _ in range(2)], daemon=True).start()
+    s = sandbox(tools, allow_internet=True)
+    try:
+        probe = "import socket, sys; socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=3); print('reached')"
+        loop = s.exec(["python3", "-c", probe, "127.0.0.1", str(port)], timeout=20)
+        gateway = s.exec(
+            ["python3", "-c", probe, "10.0.2.2", str(port)], timeout=20
+        )  # slirp's alias of the host
+        assert "reached" not in loop.stdout + gateway.stdout
+        assert "tap0" in s.exec("cat /proc/net/dev").stdout
+        if ip:  # the host as any machine on the network sees it
+            assert s.exec(["python3", "-c", probe, ip, str(port)], timeout=20).stdout == "reached\n"
+    finally:
+        s.stop()
+        srv.close()
+    assert sandbox_processes() == []
+
+
+JOB = r"""
+import sys, time
+from horizon.eval.sandbox import SandboxSpec
+from horizon.eval.sandbox.local import LocalSandbox
+s = LocalSandbox(SandboxSpec(name="killed", workdir_files=sys.argv[2]), toolchain=sys.argv[1])
+s.start()
+s.exec("nohup sleep 1000 >/dev/null 2>&1 &", timeout=10)
+print(s.root, flush=True)
+time.sleep(1000)
+"""
+
+
+def test_a_killed_job_takes_its_sandboxes_and_the_next_start_sweeps_the_rest(local_engine, tools, tmp_path):
+    (tmp_path / "f").mkdir()
+    proc = subprocess.Popen(
+        [sys.executable, "-c", JOB, str(tools), str(tmp_path / "f")], stdout=subprocess.PIPE, text=True
+    )
+    root = Path(proc.stdout.readline().strip())
+    assert root.is_dir() and sandbox_processes()
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    time.sleep(0.3)
+    assert sandbox_processes() == []  # --die-with-parent
+    assert root.is_dir()  # what a SIGKILL leaves behind
+    assert LocalSandbox.sweep("any") >= 2  # its directory and its cgroup
+    assert not root.exists() and LocalSandbox.sweep("any") == 0
+
+
 def test_put_and_get(sb, tmp_path):
-    d = tmp_path / "tests"
+    d = tmp_path / "data"
     d.mkdir()
     (d / "t.txt").write_text("x")
-    sb.put(d, "/tests")
-    assert sb.exec("cat /tests/t.txt").stdout == "x"
-    assert sb.get("/tests/t.txt", tmp_path / "back.txt") and (tmp_path / "back.txt").read_text() == "x"
+    sb.put(d, "/app/data")
+    assert sb.exec("cat /app/data/t.txt").stdout == "x"
+    assert sb.get("/app/data/t.txt", tmp_path / "back.txt") and (tmp_path / "back.txt").read_text() == "x"
     assert not sb.get("/nope", tmp_path / "nope.txt")
 
 
 def test_stop_leaves_nothing_running(local_engine, tools):
-    s = LocalSandbox(SandboxSpec(name="stop"), toolchain=tools)
-    s.start()
+    s = sandbox(tools)
     s.exec("nohup sleep 1000 >/dev/null 2>&1 & tmux new-session -d -s x sleep 1000", timeout=10)
     assert sandbox_processes()
     s.stop()
@@ -110,6 +262,13 @@ def test_stop_leaves_nothing_running(local_engine, tools):
     assert sandbox_processes() == []
     with pytest.raises(SandboxError, match="not running"):
         s.exec("true")
+
+
+def test_a_bubblewrap_failure_names_bubblewrap_and_its_message(local_engine, tools):
+    s = LocalSandbox(SandboxSpec(name="bad"), toolchain=tools, hostname="x" * 100)
+    with pytest.raises(SandboxError, match=r"bad: bubblewrap exited \(1\): bwrap: Can't set hostname"):
+        s.start()
+    assert sandbox_processes() == [] and s.root is None
 
 
 def test_the_grader_toolchain_needs_nothing_from_the_host(sb):

@@ -42,6 +42,7 @@ def test_exec_and_stop_lines():
     assert argv == [
         "apptainer",
         "exec",
+        "--cleanenv",
         "--pwd",
         "/app",
         "--env",

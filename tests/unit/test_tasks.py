@@ -1,6 +1,7 @@
 import pytest
 
-from horizon.eval.tasks import TaskError, load_benchmark, load_harbor, load_tb1, parse_pytest_summary
+from horizon.eval.grading import parse_pytest_summary
+from horizon.eval.tasks import TaskError, load_benchmark, load_harbor, load_tb1
 from tests.helpers import FIXTURES
 
 

@@ -24,6 +24,7 @@ import re
 import time
 from dataclasses import dataclass, field
 from itertools import count
+from typing import NoReturn
 
 from horizon.eval.chat import Chat, End, SummaryFailed, episode_seed
 from horizon.eval.llm import Backend
@@ -54,7 +55,7 @@ class AgentResult:
     messages: list[dict]
     episodes: int
     ended: str  # completed | agent_timeout | context_length | parse_exhausted | max_episodes | terminal_lost
-    #              | sandbox_exhausted
+    #              | sandbox_exhausted | sandbox_killed
     prompt_tokens: int = 0
     completion_tokens: int = 0
     first_complete_episode: int | None = None
@@ -65,6 +66,7 @@ class AgentResult:
     model_calls: int = 0
     summary_calls: int = 0
     summarizations: int = 0
+    evidence: str | None = None  # why the sandbox or terminal failed, when it did
 
 
 def scan_signatures(text: str, patterns: list[re.Pattern], episode: int) -> list[dict]:
@@ -136,20 +138,35 @@ class _Loop:
             except TerminalTimeout:
                 screen = self.limit(self.term.incremental())
                 return self.t.render("timeout", command=cmd.keystrokes, timeout_sec=seconds, screen=screen)
-            except TerminalLost as e:
-                self.res.events.append({"episode": episode, "terminal_lost": str(e)})
-                raise End("terminal_lost") from None
-            except SandboxError as e:
-                if not self.term.sb.alive():
-                    raise  # the sandbox died under us: an infrastructure error
-                # up, but unable to run anything (a fork bomb holds every process slot): the agent's doing
-                self.res.events.append({"episode": episode, "sandbox_exhausted": str(e)})
-                raise End("sandbox_exhausted") from None
+            except (TerminalLost, SandboxError) as e:
+                self.fault(episode, e)
         try:
             return self.limit(self.term.incremental())
-        except TerminalLost as e:
-            self.res.events.append({"episode": episode, "terminal_lost": str(e)})
-            raise End("terminal_lost") from None
+        except (TerminalLost, SandboxError) as e:
+            self.fault(episode, e)
+
+    def fault(self, episode: int, e: Exception) -> NoReturn:
+        """The terminal or the sandbox failed under the agent: whose doing, from the sandbox's evidence.
+
+        The agent's own doing (its limits hit, its sandbox ended from inside, its tmux killed in a healthy
+        sandbox) ends the attempt as its failure; anything else is raised as an infrastructure error."""
+        sb = getattr(self.term, "sb", None)
+        if sb is None:  # a scripted terminal (tests): no sandbox to ask
+            ended, evidence = (
+                ("terminal_lost" if isinstance(e, TerminalLost) else "sandbox_exhausted"),
+                str(e),
+            )
+        else:
+            d = sb.diagnose()
+            if d.agents_doing:  # its limits hit (a fork bomb), or ended from inside
+                ended, evidence = d.failure_mode, f"{e}; {d.evidence}"
+            elif d.state == "healthy" and isinstance(e, TerminalLost):  # the agent killed its tmux
+                ended, evidence = "terminal_lost", f"{e}; {d.evidence}"
+            else:  # gone for reasons outside it, or a call of ours failing in a healthy sandbox
+                raise SandboxError(f"{sb.spec.name}: {e}", evidence=f"{d.state}: {d.evidence}") from None
+        self.res.evidence = evidence
+        self.res.events.append({"episode": episode, ended: evidence})
+        raise End(ended) from None
 
     def episode(self, episode: int, prompt: str, instruction: str) -> str | None:
         """One episode; the next prompt, or None when the attempt is complete."""

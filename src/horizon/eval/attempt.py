@@ -3,6 +3,7 @@
 `run_attempt` returns the attempt's record (horizon.eval.settings.Attempt) and its conversation,
 and writes its transcript. Infrastructure failures (the sandbox, tmux at start, the backend) are
 raised, for the rollout job to retry; everything the agent does to itself is its own failure.
+Which is which rests on evidence (Sandbox.diagnose), recorded in the attempt (`evidence`).
 `LiveSandboxes` tracks the sandboxes that are up, so that a signal handler can tear them down.
 """
 
@@ -15,11 +16,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from horizon.eval.agent import AgentConfig, AgentResult, run_agent
+from horizon.eval.grading import Grade, grade
 from horizon.eval.llm import Backend
 from horizon.eval.prompts import Template
 from horizon.eval.sandbox import Sandbox, SandboxError, make_sandbox
 from horizon.eval.settings import Attempt
-from horizon.eval.tasks import Grade, Task, grade, sandbox_spec
+from horizon.eval.tasks import Task, sandbox_spec
 from horizon.io import write_json
 
 log = logging.getLogger("horizon.eval.attempt")
@@ -83,11 +85,27 @@ def failure_mode(g: Grade, res: AgentResult) -> str:
         return "none"
     if g.timed_out:
         return "test_timeout"
-    if "error" in g.detail:
-        return "sandbox_exhausted"
-    if res.ended == "completed":
-        return "tests_failed"
-    return res.ended
+    if g.failure_mode in (
+        "sandbox_exhausted",
+        "sandbox_killed",
+    ):  # the tests could not run: the agent's doing
+        return g.failure_mode
+    if res.ended != "completed":
+        return res.ended
+    return g.failure_mode or "tests_failed"
+
+
+def grade_attempt(sb: Sandbox, task: Task) -> Grade:
+    """The task's tests; a sandbox failure is the agent's (a Grade) or the harness's (raised), by evidence."""
+    try:
+        return grade(task, sb)
+    except SandboxError as e:
+        d = sb.diagnose()
+        if not d.agents_doing:  # the sandbox is fine and our own call failed, or it is gone: infrastructure
+            raise SandboxError(f"grading {task.id}: {e}", evidence=f"{d.state}: {d.evidence}") from None
+        return Grade(
+            False, 0.0, False, {"error": f"the tests could not run: {e}"}, "", d.failure_mode, d.evidence
+        )
 
 
 def _agent_and_grade(
@@ -99,12 +117,7 @@ def _agent_and_grade(
         sb, ctx.backend, ctx.template, task.instruction, task.agent_timeout, ctx.agent, seed, ctx.signatures
     )
     clock["agent"] = time.monotonic()
-    try:
-        g = grade(task, sb)
-    except SandboxError as e:
-        if not sb.alive():
-            raise
-        g = Grade(False, 0.0, False, {"error": f"the tests could not run: {e}"}, "")  # the agent broke it
+    g = grade_attempt(sb, task)
     clock["graded"] = time.monotonic()
     return res, g
 
@@ -136,6 +149,7 @@ def run_attempt(
         task=task.id, attempt=attempt, repeat=repeat, success=g.success, reward=g.reward,
         episodes=res.episodes, prompt_tokens=res.prompt_tokens, completion_tokens=res.completion_tokens,
         seconds=round(end - clock["t0"], 3), failure_mode=failure_mode(g, res), ended=res.ended,
+        evidence=(res.evidence or g.evidence) if not g.success else None,
         first_complete_episode=res.first_complete_episode, parse_errors=res.parse_errors,
         model_calls=res.model_calls, summary_calls=res.summary_calls, summarizations=res.summarizations,
         error_signatures=res.error_signatures, transcript=str(transcript) if transcript else None,

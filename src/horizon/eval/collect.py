@@ -18,6 +18,7 @@ from pathlib import Path
 from horizon.eval.agent import AgentConfig
 from horizon.eval.attempt import LiveSandboxes, RunContext, run_attempt
 from horizon.eval.prompts import Template
+from horizon.eval.sandbox import sweep_run
 from horizon.eval.tasks import read_manifest
 from horizon.eval.teacher import TeacherBackend, load_plan
 from horizon.io import atomic_path
@@ -41,6 +42,8 @@ def collect(
         log.warning("%d malformed tasks skipped: %s", len(errors), [e["task"] for e in errors])
     template = Template.load(template_path)
     jobs = [(t, v) for t in tasks for v in range(variants)]
+    if sandbox == "local":  # what killed runs left (by their dead pid: never another live job's)
+        sweep_run(sandbox, "collect")
     live = LiveSandboxes()
 
     def one(job):

@@ -105,7 +105,9 @@ class _Repeat:
                     return None
                 log.warning("%s attempt %d: infrastructure error (try %d/%d): %s",
                             task.id, attempt, tries + 1, self.retries + 1, e)  # fmt: skip
-                rec = Attempt.infra_error(task.id, attempt, self.repeat, repr(e), tries + 1)
+                rec = Attempt.infra_error(
+                    task.id, attempt, self.repeat, repr(e), tries + 1, getattr(e, "evidence", None)
+                )
         return rec
 
     def one(self, task: Task, attempt: int) -> None:

@@ -67,7 +67,7 @@ class Attempt:
     prompt_tokens: int
     completion_tokens: int
     seconds: float
-    failure_mode: str  # none | tests_failed | agent_timeout | ... | infra_error
+    failure_mode: str  # none | tests_failed | agent_timeout | ... | sandbox_killed | infra_error
     ended: str
     first_complete_episode: int | None = None
     parse_errors: int = 0
@@ -79,10 +79,11 @@ class Attempt:
     timing: dict | None = None
     error: str | None = None  # infra_error only: what failed
     infra_tries: int | None = None  # infra_error only
+    evidence: str | None = None  # why the sandbox side failed (which call, which limit, who ended it)
 
     def to_dict(self) -> dict:
         out = asdict(self)
-        for key in ("error", "infra_tries", "timing"):
+        for key in ("error", "infra_tries", "timing", "evidence"):
             if out[key] is None:
                 del out[key]
         return out
@@ -93,6 +94,7 @@ class Attempt:
         return cls(**{k: v for k, v in rec.items() if k in known})
 
     @classmethod
-    def infra_error(cls, task: str, attempt: int, repeat: int, error: str, tries: int) -> Attempt:
+    def infra_error(cls, task: str, attempt: int, repeat: int, error: str, tries: int,
+                    evidence: str | None = None) -> Attempt:  # fmt: skip
         return cls(task, attempt, repeat, False, 0.0, 0, 0, 0, 0.0, "infra_error", "infra_error",
-                   error=error[:1000], infra_tries=tries)  # fmt: skip
+                   error=error[:1000], infra_tries=tries, evidence=evidence and evidence[:1000])  # fmt: skip

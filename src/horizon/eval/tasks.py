@@ -1,17 +1,14 @@
 """Benchmark tasks: Terminal-Bench v1 and Harbor directories, loading, validation and grading.
 
 Terminal-Bench v1 (`tb1`): task.yaml (instruction, max_agent_timeout_sec, max_test_timeout_sec),
-Dockerfile (or docker-compose.yaml), run-tests.sh, tests/, solution.sh. Graded by copying
-run-tests.sh and tests/ to /tests and running `bash /tests/run-tests.sh` (TEST_DIR=/tests);
-success = pytest's `-rA` summary lists at least one PASSED and no FAILED or ERROR.
+Dockerfile (or docker-compose.yaml), run-tests.sh, tests/, solution.sh.
 
 Harbor (`harbor`): task.toml ([agent] / [verifier] timeout_sec, [environment] docker_image, cpus,
-memory_mb, allow_internet), instruction.md, environment/ (Dockerfile and its context),
-tests/test.sh, solution/solve.sh. Graded by copying tests/ to /tests and running
-`bash /tests/test.sh`; success = the reward in /logs/verifier/reward.txt (or reward.json) is 1.
+memory_mb, storage_mb, allow_internet), instruction.md, environment/ (Dockerfile and its context),
+tests/test.sh, solution/solve.sh.
 
 A malformed task is reported with its file and field (TaskError) and skipped; the others run.
-Grading never needs the network: the sandbox provides pytest and uv (sandbox/toolchain.py).
+How tasks are graded: horizon.eval.grading.
 """
 
 from __future__ import annotations
@@ -25,8 +22,7 @@ from pathlib import Path
 
 import yaml
 
-from horizon.eval.sandbox import Sandbox, SandboxSpec
-from horizon.eval.sandbox.toolchain import GRADER_ENV
+from horizon.eval.sandbox import SandboxSpec
 
 log = logging.getLogger("horizon.eval.tasks")
 
@@ -53,6 +49,7 @@ class Task:
     workdir_files: str | None = None  # copied into /app for the local sandbox
     cpus: float = 1.0
     memory_mb: int = 2048
+    storage_mb: int = 4096
     allow_internet: bool = False
     extra: dict = field(default_factory=dict)
 
@@ -68,15 +65,16 @@ def _num(task_id, file, key, value, default):
     return float(value)
 
 
-def _memory_mb(task_id, file, env: dict) -> int:
-    if "memory_mb" in env:
-        return int(_num(task_id, file, "environment.memory_mb", env["memory_mb"], 2048))
-    mem = env.get("memory")
+def _size_mb(task_id, file, env: dict, key: str, default: int) -> int:
+    """environment.{key}_mb (a number), or environment.{key} (a size such as '2G'), in MB."""
+    if f"{key}_mb" in env:
+        return int(_num(task_id, file, f"environment.{key}_mb", env[f"{key}_mb"], default))
+    mem = env.get(key)
     if mem is None:
-        return 2048
+        return default
     m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMGT]?)i?B?\s*", str(mem), re.I)
     if not m:
-        raise TaskError(task_id, file, "environment.memory", f"expected e.g. '2G' or '512M', got {mem!r}")
+        raise TaskError(task_id, file, f"environment.{key}", f"expected e.g. '2G' or '512M', got {mem!r}")
     scale = {"": 1 / 2**20, "K": 1 / 1024, "M": 1, "G": 1024, "T": 1024**2}[m.group(2).upper()]
     return int(float(m.group(1)) * scale)
 
@@ -146,7 +144,8 @@ def load_harbor(path: str | Path) -> Task:
         build_context=str(envdir) if (envdir / "Dockerfile").exists() else None,
         workdir_files=str(envdir / "files") if (envdir / "files").is_dir() else None,
         cpus=_num(tid, "task.toml", "environment.cpus", env.get("cpus"), 1.0),
-        memory_mb=_memory_mb(tid, "task.toml", env),
+        memory_mb=_size_mb(tid, "task.toml", env, "memory", 2048),
+        storage_mb=_size_mb(tid, "task.toml", env, "storage", 4096),
         allow_internet=bool(net),
         extra={k: v for k, v in (meta.get("metadata") or {}).items() if isinstance(v, str | int | float | list)},
     )  # fmt: skip
@@ -164,6 +163,7 @@ def sandbox_spec(task: Task, name: str, labels: dict | None = None) -> SandboxSp
         dockerfile_dir=Path(task.build_context) if task.build_context else None,
         cpus=task.cpus,
         memory_mb=task.memory_mb,
+        storage_mb=task.storage_mb,
         allow_internet=task.allow_internet,
         labels=labels or {},
     )
@@ -215,85 +215,3 @@ def write_manifest(
 def read_manifest(path: str | Path) -> tuple[list[Task], list[dict]]:
     m = json.loads(Path(path).read_text())
     return [Task(**t) for t in m["tasks"]], m["errors"]
-
-
-# ---------------------------------------------------------------------------------------------
-# grading
-
-
-@dataclass
-class Grade:
-    success: bool
-    reward: float
-    timed_out: bool
-    detail: dict
-    output: str
-
-
-_SUMMARY = re.compile(r"^(PASSED|FAILED|ERROR|XFAIL|XPASS|SKIPPED)\s+(\S+)", re.M)
-
-
-def parse_pytest_summary(text: str) -> dict[str, str]:
-    """test id -> outcome, from pytest's `-rA` short test summary (also 'test_x PASSED' lines)."""
-    out: dict[str, str] = {}
-    section = text.split("short test summary info", 1)[-1] if "short test summary info" in text else text
-    for m in _SUMMARY.finditer(section):
-        out[m.group(2)] = m.group(1)
-    if not out:
-        for m in re.finditer(r"^(\S+::\S+)\s+(PASSED|FAILED|ERROR)", text, re.M):
-            out[m.group(1)] = m.group(2)
-    return out
-
-
-def grade(task: Task, sandbox: Sandbox, timeout: float | None = None) -> Grade:
-    timeout = timeout or task.test_timeout
-    root = Path(task.path)
-    env = {**GRADER_ENV, "TEST_DIR": "/tests"}
-    sandbox.exec(["rm", "-rf", "/tests", "/logs/verifier"], timeout=30, cwd="/")
-    sandbox.exec(["mkdir", "-p", "/tests", "/logs/verifier", "/logs/agent"], timeout=30, cwd="/")
-    if task.format == "tb1":
-        sandbox.put(root / "run-tests.sh", "/tests/run-tests.sh")
-        if (root / "tests").is_dir():
-            sandbox.put(root / "tests", "/tests")
-        r = sandbox.exec(
-            ["bash", "/tests/run-tests.sh"], timeout=timeout, env=env, cwd="/app", max_bytes=256 << 10
-        )
-        text = r.stdout + "\n" + r.stderr
-        results = parse_pytest_summary(r.stdout)
-        passed = sum(1 for v in results.values() if v in ("PASSED", "XFAIL"))
-        bad = sum(1 for v in results.values() if v in ("FAILED", "ERROR"))
-        ok = passed > 0 and bad == 0 and not r.timed_out
-        reward = passed / (passed + bad) if (passed + bad) else 0.0
-        return Grade(ok, reward, r.timed_out, {"tests": results, "rc": r.rc}, text[-20000:])
-    sandbox.put(root / "tests", "/tests")
-    r = sandbox.exec(["bash", "/tests/test.sh"], timeout=timeout, env=env, cwd="/app", max_bytes=256 << 10)
-    text = r.stdout + "\n" + r.stderr
-    reward = _read_reward(sandbox)
-    ok = reward is not None and reward >= 1.0 - 1e-9 and not r.timed_out
-    return Grade(
-        ok, float(reward or 0.0), r.timed_out, {"rc": r.rc, "reward_found": reward is not None}, text[-20000:]
-    )
-
-
-def _read_reward(sandbox: Sandbox) -> float | None:
-    r = sandbox.exec(["cat", "/logs/verifier/reward.txt"], timeout=30, cwd="/")
-    if r.rc == 0 and r.stdout.strip():
-        try:
-            return float(r.stdout.strip().split()[0])
-        except ValueError:
-            return None
-    r = sandbox.exec(["cat", "/logs/verifier/reward.json"], timeout=30, cwd="/")
-    if r.rc == 0 and r.stdout.strip():
-        try:
-            obj = json.loads(r.stdout)
-        except json.JSONDecodeError:
-            return None
-        if isinstance(obj, int | float):
-            return float(obj)
-        if isinstance(obj, dict):
-            for k in ("reward", "score"):
-                if isinstance(obj.get(k), int | float):
-                    return float(obj[k])
-            nums = [v for v in obj.values() if isinstance(v, int | float) and not isinstance(v, bool)]
-            return float(nums[0]) if nums else None
-    return None

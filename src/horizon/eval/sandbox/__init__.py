@@ -1,12 +1,15 @@
-"""Sandboxes: one small protocol (start, exec, put, get, stop) and its backends.
+"""Sandboxes: one small protocol and its backends.
 
-- `local`: bubblewrap (host system read-only, a private fresh /app, no network, own pid
-  namespace, resource limits); the embedded default, no daemon needed.
+- `local`: bubblewrap (host system read-only, a private fresh /app, no network, own namespaces,
+  a cgroup per sandbox); the embedded default, no daemon needed.
 - `docker`: the Docker SDK (honours DOCKER_HOST); builds the task's Dockerfile or uses its image.
 - `apptainer`: `apptainer instance` on clusters.
 
-The agent loop and the graders only use this protocol, so a backend slots in without touching
-them. Every sandbox is torn down by stop(), also when the job is killed (see each backend).
+The protocol: start, exec, put, get, stop; for the graders kill_agent (every process the agent
+left, before the tests and after them) and reset_for_grading (fresh /tests holding the task's
+tests, fresh /logs/verifier, a fresh HOME); and diagnose, the evidence of what failed when
+something did (Diagnosis). The agent loop and the graders only use this protocol, so a backend
+slots in without touching them. Every sandbox is torn down by stop(), also when the job is killed.
 """
 
 from __future__ import annotations
@@ -18,7 +21,34 @@ from horizon.io import tar_bytes
 
 
 class SandboxError(RuntimeError):
-    """The sandbox itself failed (an infrastructure error, not the agent's)."""
+    """A sandbox operation failed. Whose doing it was is for diagnose() to say, from evidence;
+    raised out of an attempt, it is an infrastructure error, and `evidence` says why."""
+
+    def __init__(self, message: str, evidence: str | None = None):
+        super().__init__(message)
+        self.evidence = evidence
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    """What a sandbox's own evidence says after an operation failed.
+
+    healthy: it is up and runs commands (the failure belongs to the call that failed);
+    exhausted: it hit its own limits (processes, memory): the agent's doing;
+    killed: it ended from inside while the harness and its engine were fine: the agent's doing;
+    lost: it is gone or unusable for a reason outside it (the host, the engine): infrastructure.
+    """
+
+    state: str
+    evidence: str
+
+    @property
+    def failure_mode(self) -> str:
+        return {"exhausted": "sandbox_exhausted", "killed": "sandbox_killed"}.get(self.state, "infra_error")
+
+    @property
+    def agents_doing(self) -> bool:
+        return self.state in ("exhausted", "killed")
 
 
 @dataclass
@@ -43,6 +73,7 @@ class SandboxSpec:
     dockerfile_dir: Path | None = None  # a build context holding a Dockerfile
     cpus: float = 1.0
     memory_mb: int = 2048
+    storage_mb: int = 4096  # what the agent may write under /app (local: a tmpfs, so it is memory too)
     max_processes: int = 256
     max_file_mb: int = 1024
     cpu_seconds: int = 3600
@@ -80,6 +111,43 @@ class Sandbox:
         if not r.ok:
             raise SandboxError(f"{self.spec.name}: copying {src} to {dest} failed: {r.stderr[-500:]}")
 
+    grader_home = "/tmp/horizon-grader-home"
+
+    def settle(self, seconds: float) -> bool:
+        """Wait (at most `seconds`) until nothing in the sandbox runs; False if it stayed busy or cannot say."""
+        try:  # the exec's timeout bounds the wait
+            return self.exec(["sh", "-c", SETTLE], timeout=seconds, cwd="/").ok
+        except SandboxError:  # out of processes (a fork bomb): nothing to wait for
+            return False
+
+    def kill_agent(self) -> None:
+        """Kill every process in the sandbox but its own (what the agent or the tests left running)."""
+        r = self.exec(["sh", "-c", KILL_ALL_PASSES], cwd="/")  # no `timeout` wrapper: kill -1 would end it
+        if r.rc != 0:
+            raise SandboxError(f"{self.spec.name}: killing the agent's processes failed: {r.stderr[-300:]}")
+
+    def reset_for_grading(self, tests_archive: bytes) -> str:
+        """Fresh /tests (the archive extracted), /logs/verifier and HOME; returns HOME. After kill_agent."""
+        r = self.exec(["sh", "-c", RESET_DIRS, "sh", self.grader_home], timeout=60, cwd="/")
+        if r.rc != 0:
+            raise SandboxError(f"{self.spec.name}: recreating /tests and /logs failed: {r.stderr[-300:]}")
+        r = self.exec(
+            ["tar", "-x", "--no-same-owner", "-C", "/tests"], input=tests_archive, timeout=120, cwd="/"
+        )
+        if r.rc != 0:
+            raise SandboxError(f"{self.spec.name}: putting the tests in failed: {r.stderr[-500:]}")
+        return self.grader_home
+
+    def diagnose(self) -> Diagnosis:
+        if not self.alive():
+            return Diagnosis(
+                "lost", f"{self.spec.name}: the sandbox is gone (this backend keeps no more evidence)"
+            )
+        r = self.exec(["true"], timeout=10, cwd="/")
+        if r.ok:
+            return Diagnosis("healthy", "the sandbox is up and runs commands")
+        return Diagnosis("lost", f"the sandbox is up but `true` cannot run in it ({r.rc}: {r.stderr[-300:]})")
+
     def get(self, src: str, dest: Path) -> bool:
         """Copy a file from the sandbox to the host; False if it does not exist."""
         r = self.exec(["cat", src], timeout=60, max_bytes=64 << 20)
@@ -108,6 +176,27 @@ class Sandbox:
     def __exit__(self, *exc):
         self.stop()
 
+
+# quiet = no process but this shell running (R) or in disk wait (D), in two scans 20 ms apart
+SETTLE = """quiet=0
+while :; do
+  busy=0
+  for f in /proc/[0-9]*/stat; do
+    read -r l < "$f" 2>/dev/null || continue
+    [ "${l%% *}" = "$$" ] && continue
+    s=${l##*) }; case ${s%% *} in R|D) busy=1; break;; esac
+  done
+  if [ $busy = 0 ]; then quiet=$((quiet + 1)); [ $quiet -ge 2 ] && exit 0; else quiet=0; fi
+  sleep 0.02
+done"""
+# three passes: a process forked while one pass runs is caught by the next (older kernels)
+KILL_ALL_PASSES = "for i in 1 2 3; do kill -9 -1 2>/dev/null; sleep 0.05; done; exit 0"
+# /tests and /logs/verifier may be mount points (apptainer binds them): emptied rather than removed;
+# extra directories to make fresh (the grader's HOME) are the script's arguments
+RESET_DIRS = """set -e
+for d in /tests /logs; do if [ -L "$d" ] || [ -e "$d" -a ! -d "$d" ]; then rm -f "$d"; fi; done
+for d in /tests /logs/verifier "$@"; do rm -rf "$d" 2>/dev/null || true; mkdir -p "$d"; find "$d" -mindepth 1 -delete; done
+mkdir -p /logs/agent"""
 
 BACKENDS = {
     "local": ("horizon.eval.sandbox.local", "LocalSandbox"),

@@ -8,6 +8,10 @@ throw-away writable layer), the task's files bound at /app, the graders' toolcha
 /opt/horizon, no GPU (--nv is never passed to sandboxes) and, where the site allows it, no network
 (--net --network none needs the site's network configuration; `network: host` keeps the host's).
 
+Each exec gets --cleanenv (else Apptainer passes the harness's environment, API keys included, to the
+command). Grading uses the protocol's generic steps (sandbox/__init__.py): kill -9 -1 inside, fresh
+/tests, /logs/verifier and HOME made inside.
+
 Apptainer is not packaged for Debian 12, so CI tests the command lines (tests/unit/test_apptainer.py).
 """
 
@@ -77,7 +81,7 @@ class ApptainerSandbox(Sandbox):
         return [*argv, self.image_ref(), self.name]
 
     def exec_argv(self, argv: list[str], cwd: str, env: dict | None, timeout: float | None) -> list[str]:
-        out = [self.bin, "exec", "--pwd", cwd]
+        out = [self.bin, "exec", "--cleanenv", "--pwd", cwd]  # nothing of the harness's environment inside
         for k, v in (env or {}).items():
             out += ["--env", f"{k}={v}"]
         cmd = list(argv)

@@ -10,8 +10,14 @@ of its own run left by a killed earlier run when it starts (`sweep`), and its SI
 handler stops the live ones.
 
 tmux must be in the image (the Terminal-Bench base images and our base image have it). The
-graders' toolchain (pytest, uv stand-in) is copied into each container at /opt/horizon with
-put_archive, which also works with a remote daemon (a bind mount would not).
+container's pid 1 is a shell loop that reaps orphans: the kernel never delivers a signal sent from
+inside to it, so `kill -9 -1` by the agent ends the agent's processes, not the container. Before
+the tests, every process but pid 1 is killed (as root), /tests, /logs/verifier and the graders'
+toolchain (pytest, uv stand-in, with an empty HOME for the grader) are recreated, the toolchain and
+the tests copied in with put_archive (which also works with a remote daemon); the agent never sees
+the toolchain. What the container boundary covers and what it does not: README, Sandboxes.
+
+Errors name what failed: the daemon (unreachable, or failing a call), pulling, building, starting.
 """
 
 from __future__ import annotations
@@ -25,15 +31,38 @@ import threading
 import time
 from pathlib import Path
 
-from horizon.eval.sandbox import ExecResult, Sandbox, SandboxError, SandboxSpec
+from horizon.eval.sandbox import (
+    KILL_ALL_PASSES,
+    RESET_DIRS,
+    Diagnosis,
+    ExecResult,
+    Sandbox,
+    SandboxError,
+    SandboxSpec,
+)
 from horizon.io import tar_bytes
 
 log = logging.getLogger("horizon.eval.sandbox.docker")
 
 LABEL = "horizon.sandbox"
 BASE_IMAGE = "horizon-base:bookworm"
+# pid 1: immune to signals from inside; `wait` reaps every child, orphans reparented to it included
+PID1 = ["sh", "-c", "trap '' HUP INT TERM; while :; do sleep 3600 & wait; done"]
 _build_locks: dict[str, threading.Lock] = {}
 _locks_guard = threading.Lock()
+_toolchain_tars: dict[str, bytes] = {}
+
+
+def _errors():
+    """(errors that mean the daemon failed a call or cannot be reached, image-not-found)."""
+    import docker.errors
+    import requests.exceptions
+
+    return (docker.errors.DockerException, requests.exceptions.RequestException), docker.errors.NotFound
+
+
+def _host() -> str:
+    return os.environ.get("DOCKER_HOST", "the default socket")
 
 
 def client():
@@ -41,14 +70,24 @@ def client():
         import docker
     except ImportError:
         raise SandboxError("the docker sandbox needs the docker SDK: pip install 'horizon[docker]'") from None
+    daemon, _ = _errors()
     try:
         c = docker.from_env(timeout=600)
         c.ping()
         return c
-    except Exception as e:  # noqa: BLE001 - any connection problem is an infrastructure error
-        raise SandboxError(
-            f"cannot reach the Docker daemon at {os.environ.get('DOCKER_HOST', 'the default socket')}: {e}"
-        ) from None
+    except daemon as e:
+        raise SandboxError(f"cannot reach the Docker daemon at {_host()}: {e}") from None
+
+
+def _present(c, ref: str) -> bool:
+    daemon, missing = _errors()
+    try:
+        c.images.get(ref)
+        return True
+    except missing:
+        return False
+    except daemon as e:
+        raise SandboxError(f"the Docker daemon at {_host()} failed looking up image {ref}: {e}") from None
 
 
 def context_hash(context: Path, base_image: str) -> str:
@@ -61,33 +100,27 @@ def context_hash(context: Path, base_image: str) -> str:
 
 
 def ensure_image(c, spec: SandboxSpec, base_image: str) -> str:
+    daemon, _ = _errors()
     if spec.image and not spec.dockerfile_dir:
-        try:
-            c.images.get(spec.image)
-        except Exception:  # noqa: BLE001
+        if not _present(c, spec.image):
             log.info("pulling %s", spec.image)
             try:
                 c.images.pull(spec.image)
-            except Exception as e:  # noqa: BLE001
-                raise SandboxError(f"image {spec.image} is not present and cannot be pulled: {e}") from None
+            except daemon as e:
+                raise SandboxError(
+                    f"{spec.name}: image {spec.image} is not present and pulling it failed: {e}"
+                ) from None
         return spec.image
-    if spec.image:  # a task with both: the prebuilt image wins (Harbor semantics)
-        try:
-            c.images.get(spec.image)
-            return spec.image
-        except Exception:  # noqa: BLE001
-            pass
+    if spec.image and _present(c, spec.image):  # a task with both: the prebuilt image wins (Harbor semantics)
+        return spec.image
     if not spec.dockerfile_dir:
         raise SandboxError(f"{spec.name}: the task has neither docker_image nor a Dockerfile")
     tag = f"horizon-task:{context_hash(spec.dockerfile_dir, base_image)}"
     with _locks_guard:
         lock = _build_locks.setdefault(tag, threading.Lock())
     with lock:
-        try:
-            c.images.get(tag)
+        if _present(c, tag):
             return tag
-        except Exception:  # noqa: BLE001
-            pass
         t = time.monotonic()
         try:
             c.images.build(
@@ -98,8 +131,10 @@ def ensure_image(c, spec: SandboxSpec, base_image: str) -> str:
                 buildargs={"BASE_IMAGE": base_image},
                 network_mode="none",
             )
-        except Exception as e:  # noqa: BLE001
-            raise SandboxError(f"building {spec.dockerfile_dir} failed: {e}") from None
+        except daemon as e:
+            raise SandboxError(
+                f"{spec.name}: building the image of {spec.dockerfile_dir} failed: {e}"
+            ) from None
         log.info("built %s from %s in %.1f s", tag, spec.dockerfile_dir, time.monotonic() - t)
     return tag
 
@@ -116,6 +151,8 @@ def sweep(run_id: str) -> int:
 
 
 class DockerSandbox(Sandbox):
+    grader_home = "/opt/horizon/home"
+
     def __init__(
         self,
         spec: SandboxSpec,
@@ -128,23 +165,24 @@ class DockerSandbox(Sandbox):
         self.base_image = base_image
         self.max_processes = max_processes or spec.max_processes
         self.container = None
+        self.started_at = 0
 
     def start(self) -> None:
         c = client()
         image = ensure_image(c, self.spec, self.base_image)
         labels = {LABEL: "1", **{k: str(v) for k, v in self.spec.labels.items()}}
+        daemon, _ = _errors()
+        self.started_at = int(time.time()) - 1
         try:
             self.container = c.containers.run(
-                image, command=["sleep", "infinity"], detach=True, labels=labels, working_dir="/app",
+                image, command=PID1, detach=True, labels=labels, working_dir="/app",
                 network_mode=None if self.spec.allow_internet else "none", hostname="box",
                 nano_cpus=int(self.spec.cpus * 1e9), mem_limit=f"{self.spec.memory_mb}m",
-                pids_limit=self.max_processes, init=True, environment={"TERM": "xterm-256color"},
+                pids_limit=self.max_processes, environment={"TERM": "xterm-256color"},
             )  # fmt: skip
-        except Exception as e:  # noqa: BLE001
+        except daemon as e:
             raise SandboxError(f"{self.spec.name}: starting a container of {image} failed: {e}") from None
-        self.exec(["mkdir", "-p", "/app", "/tests", "/logs"], timeout=30, cwd="/")
-        if self.toolchain is not None:
-            self.container.put_archive("/opt", tar_bytes(self.toolchain, "horizon"))
+        self.exec(["mkdir", "-p", "/app", "/logs"], timeout=30, cwd="/")
         if self.exec(["sh", "-c", "command -v tmux"], timeout=30, cwd="/").rc != 0:
             self.stop()
             raise SandboxError(f"{self.spec.name}: the image {image} has no tmux (add it to the image)")
@@ -156,22 +194,27 @@ class DockerSandbox(Sandbox):
     def alive(self) -> bool:
         if self.container is None:
             return False
+        daemon, _ = _errors()
         try:
             self.container.reload()
             return self.container.status == "running"
-        except Exception:  # noqa: BLE001
+        except daemon:
             return False
 
     def stop(self) -> None:
         if self.container is not None:
+            daemon, missing = _errors()
             try:
                 self.container.remove(force=True)
-            except Exception as e:  # noqa: BLE001
-                if "No such container" not in str(e) and "404" not in str(e):
-                    log.warning("%s: removing the container failed: %s", self.spec.name, e)
+            except missing:
+                pass
+            except daemon as e:
+                log.warning("%s: removing the container failed: %s", self.spec.name, e)
             self.container = None
 
-    def exec(self, argv, timeout=None, env=None, cwd="/app", input=None, max_bytes=1 << 20) -> ExecResult:
+    def exec(
+        self, argv, timeout=None, env=None, cwd="/app", input=None, max_bytes=1 << 20, user=""
+    ) -> ExecResult:
         if self.container is None:
             raise SandboxError(f"{self.spec.name}: the sandbox is not running")
         if isinstance(argv, str):
@@ -182,10 +225,10 @@ class DockerSandbox(Sandbox):
         if timeout is not None:  # coreutils timeout inside the container: the command dies, not just the wait
             cmd = ["timeout", "-k", "2", str(max(1, int(timeout + 0.999))), *cmd]
         api = self.container.client.api
+        daemon, _ = _errors()
         try:
-            ex = api.exec_create(
-                self.container.id, cmd, workdir=cwd, environment=env or {}, stdout=True, stderr=True
-            )
+            ex = api.exec_create(self.container.id, cmd, workdir=cwd, environment=env or {}, stdout=True,
+                                 stderr=True, user=user)  # fmt: skip
             stream = api.exec_start(ex["Id"], stream=True, demux=True)
             out, err = bytearray(), bytearray()
             for o, e in stream:
@@ -194,8 +237,8 @@ class DockerSandbox(Sandbox):
                 if e and len(err) < max_bytes:
                     err += e[: max_bytes - len(err)]
             rc = api.exec_inspect(ex["Id"])["ExitCode"]
-        except Exception as e:  # noqa: BLE001
-            raise SandboxError(f"{self.spec.name}: docker exec failed: {e}") from None
+        except daemon as e:
+            raise SandboxError(f"{self.spec.name}: docker exec of {cmd[0]} failed: {e}") from None
         timed_out = timeout is not None and rc in (124, 137)
         return ExecResult(
             rc if rc is not None else -1,
@@ -204,23 +247,117 @@ class DockerSandbox(Sandbox):
             timed_out,
         )
 
+    def kill_agent(self) -> None:
+        """As root: every process but pid 1 (and the sleep it restarts). Retried: a fork bomb may hold
+        every process slot for a moment, and a docker exec needs one."""
+        err = None
+        for _ in range(10):
+            try:
+                r = self.exec(
+                    ["sh", "-c", KILL_ALL_PASSES], cwd="/", user="0"
+                )  # no `timeout`: kill -1 would end it
+                if r.rc == 0:
+                    return
+                err = r.stderr[-300:]
+            except SandboxError as e:
+                err = str(e)
+            time.sleep(0.2)
+        raise SandboxError(f"{self.spec.name}: killing the agent's processes failed: {err}")
+
+    def reset_for_grading(self, tests_archive: bytes) -> str:
+        home = self.grader_home
+        r = self.exec(["sh", "-c", "rm -rf /opt/horizon\n" + RESET_DIRS], timeout=60, cwd="/", user="0")
+        if r.rc != 0:
+            raise SandboxError(f"{self.spec.name}: recreating /tests and /logs failed: {r.stderr[-300:]}")
+        self._put_archive("/tests", tests_archive, "the tests")
+        if self.toolchain is not None:
+            self._put_archive("/opt", _toolchain_tar(self.toolchain), "the graders' toolchain")
+        owner = (self.container.attrs.get("Config") or {}).get("User") or "0"
+        if owner in ("0", "root"):  # the archive made it, owned by root
+            return home
+        r = self.exec(
+            ["sh", "-c", f'chown "$1" {home} && chmod 700 {home}', "sh", owner], timeout=30, cwd="/", user="0"
+        )
+        if r.rc != 0:
+            raise SandboxError(f"{self.spec.name}: making the grader's HOME failed: {r.stderr[-300:]}")
+        return home
+
+    def _put_archive(self, parent: str, data: bytes, what: str) -> None:
+        daemon, _ = _errors()
+        try:
+            ok = self.container.put_archive(parent, data)
+        except daemon as e:
+            raise SandboxError(f"{self.spec.name}: copying {what} to {parent} failed: {e}") from None
+        if not ok:
+            raise SandboxError(f"{self.spec.name}: copying {what} to {parent} failed")
+
+    def diagnose(self) -> Diagnosis:
+        daemon, missing = _errors()
+        if self.container is None:
+            return Diagnosis("lost", f"{self.spec.name}: the container was never started")
+        try:
+            self.container.reload()
+        except missing:
+            return Diagnosis("lost", "the container was removed outside the harness")
+        except daemon as e:
+            return Diagnosis("lost", f"the Docker daemon at {_host()} does not answer: {e}")
+        state = self.container.attrs["State"]
+        if state["Status"] != "running":
+            code = state.get("ExitCode")
+            if state.get("OOMKilled"):
+                return Diagnosis("exhausted", f"the container's memory limit ({self.spec.memory_mb} MB) "
+                                              f"OOM-killed it (exit {code})")  # fmt: skip
+            signals = self._kills_through_the_daemon()
+            if signals:
+                return Diagnosis("lost", f"the container was killed through the Docker daemon (signal "
+                                         f"{', '.join(signals)}; exit {code}), not from inside")  # fmt: skip
+            return Diagnosis("killed", f"the container exited ({code}) while the daemon is up, nobody killed it "
+                                       "through the daemon, and its pid 1 ignores signals from inside")  # fmt: skip
+        pids = self._pids()
+        try:
+            r = self.exec(["true"], timeout=10, cwd="/")
+            why = "" if r.ok else f"{r.rc}: {r.stderr[-300:]}"
+        except SandboxError as e:
+            why = str(e)
+        if not why:
+            return Diagnosis("healthy", f"the container is up and runs commands (pids {pids})")
+        if pids and pids[0] >= pids[1] - 1:
+            return Diagnosis(
+                "exhausted", f"the container holds {pids[0]} of its {pids[1]} processes; `true`: {why}"
+            )
+        return Diagnosis("lost", f"the container is up but `true` cannot run in it: {why}")
+
+    def _kills_through_the_daemon(self) -> list[str]:
+        """Signals sent to the container through the daemon's API since it started (`docker kill`, ...)."""
+        daemon, _ = _errors()
+        try:
+            events = self.container.client.events(since=self.started_at, until=int(time.time()) + 1, decode=True,
+                                                  filters={"container": self.container.id, "event": "kill"})  # fmt: skip
+            return [e.get("Actor", {}).get("Attributes", {}).get("signal", "?") for e in events]
+        except daemon:
+            return ["unknown (the daemon's events could not be read)"]
+
+    def _pids(self) -> tuple[int, int] | None:
+        daemon, _ = _errors()
+        try:
+            stats = self.container.stats(stream=False, one_shot=True).get("pids_stats") or {}
+        except daemon:
+            return None
+        return (stats["current"], stats.get("limit") or self.max_processes) if "current" in stats else None
+
     def put(self, src: Path, dest: str) -> None:
         parent, name = dest.rsplit("/", 1)
         parent = parent or "/"
         self.exec(["mkdir", "-p", parent], timeout=30, cwd="/")
-        try:
-            ok = self.container.put_archive(parent, tar_bytes(Path(src), name))
-        except Exception as e:  # noqa: BLE001
-            raise SandboxError(f"{self.spec.name}: copying {src} to {dest} failed: {e}") from None
-        if not ok:
-            raise SandboxError(f"{self.spec.name}: copying {src} to {dest} failed")
+        self._put_archive(parent, tar_bytes(Path(src), name), str(src))
 
     def get(self, src: str, dest: Path) -> bool:
+        daemon, _ = _errors()
         try:
             stream, _ = self.container.get_archive(src)
-        except Exception:  # noqa: BLE001
+            buf = io.BytesIO(b"".join(stream))
+        except daemon:
             return False
-        buf = io.BytesIO(b"".join(stream))
         with tarfile.open(fileobj=buf) as tar:
             member = tar.getmembers()[0]
             f = tar.extractfile(member)
@@ -229,6 +366,14 @@ class DockerSandbox(Sandbox):
             Path(dest).parent.mkdir(parents=True, exist_ok=True)
             Path(dest).write_bytes(f.read())
         return True
+
+
+def _toolchain_tar(path: Path) -> bytes:
+    """The toolchain as an archive (built once per job: it never changes after toolchain.build)."""
+    key = str(path)
+    if key not in _toolchain_tars:
+        _toolchain_tars[key] = tar_bytes(path, "horizon")
+    return _toolchain_tars[key]
 
 
 def build_base_image(
@@ -243,11 +388,8 @@ def build_base_image(
     import tempfile
 
     c = client()
-    try:
-        c.images.get(tag)
+    if _present(c, tag):
         return tag
-    except Exception:  # noqa: BLE001
-        pass
     if not shutil.which("debootstrap"):
         raise SandboxError("building the base image needs debootstrap (Debian: apt-get install debootstrap)")
     root = Path(tempfile.mkdtemp(prefix="horizon-base-", dir=workdir))

@@ -11,9 +11,13 @@ container), for the grader's environment only:
   (`uv venv`, `uv init`, `uv add`/`uv pip install` of packages already provided: no-ops;
   `uv run CMD`, `uvx pytest`: run CMD with the toolchain on the path); anything else fails loudly;
 - bin/curl: passes through to the real curl, except for the uv installer script
-  (astral.sh/uv/.../install.sh), for which it returns a no-op installer.
+  (astral.sh/uv/.../install.sh), for which it returns a no-op installer;
+- home/: empty; the grader's HOME is a fresh directory mounted or created there at grading.
 
-The agent's shell never sees these (its PATH does not include /opt/horizon/bin).
+The agent's shell never sees these (its PATH does not include /opt/horizon/bin). The grader's
+environment (grader_env) is explicit: a fresh HOME, the toolchain first on PATH, no user site
+(PYTHONNOUSERSITE) and no current directory on Python's path (PYTHONSAFEPATH, Python >= 3.11), so
+that nothing the agent left in its home or in /app is imported by pytest or the test scripts.
 """
 
 from __future__ import annotations
@@ -126,12 +130,13 @@ def build(out_dir: str | Path) -> Path:
     """Write the toolchain directory (idempotent)."""
     out = Path(out_dir)
     stamp = out / ".complete"
-    if stamp.exists():
+    if stamp.exists() and (out / "home").is_dir():
         return out
     tmp = out.with_name(out.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     (tmp / "lib").mkdir(parents=True)
     (tmp / "bin").mkdir()
+    (tmp / "home").mkdir()
     for name in PACKAGES:
         spec = importlib.util.find_spec(name)
         if spec is None or spec.origin is None:
@@ -183,13 +188,24 @@ GRADER_ENV = {
 }
 
 
+def grader_env(home: str) -> dict[str, str]:
+    """The whole environment the tests run with (nothing of the agent's, nothing of the harness's)."""
+    return {**GRADER_ENV, "HOME": home, "PYTHONNOUSERSITE": "1", "PYTHONSAFEPATH": "1", "LANG": "C.UTF-8",
+            "TERM": "xterm-256color", "TEST_DIR": "/tests"}  # fmt: skip
+
+
 class temporary:
-    """A toolchain built in a temporary directory for one job, removed afterwards."""
+    """A toolchain built in a temporary directory for one job, removed afterwards (and, if the job is
+    killed, by the next job's start: the directory's name carries the pid)."""
 
     def __enter__(self) -> Path:
+        import os
         import tempfile
 
-        self.dir = Path(tempfile.mkdtemp(prefix="horizon-tools-"))
+        from horizon.eval.sandbox.hostfs import sweep_dirs
+
+        sweep_dirs("horizon-tools-")
+        self.dir = Path(tempfile.mkdtemp(prefix=f"horizon-tools-{os.getpid()}-"))
         self.dir.chmod(0o755)  # sandboxes run under other uids and bind it read-only
         return build(self.dir / "toolchain")
 

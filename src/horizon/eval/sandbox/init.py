@@ -1,0 +1,166 @@
+"""The local sandbox's pid 1 (runs INSIDE, stdlib only, any python3 >= 3.8; passed with `python3 -c`).
+
+argv: the inherited socket's descriptor, then the rlimits (JSON) every command gets before it runs.
+
+It starts the commands the host asks for and reaps every process of the sandbox. The agent cannot
+reach it: the kernel drops every signal sent to a pid namespace's init from inside (no handler is
+installed for SIGKILL or SIGSTOP, and the others are ignored); it makes itself non-dumpable, so no
+process inside may ptrace it or read its memory or file descriptors; its only channel is a
+SOCK_SEQPACKET socket inherited from the host (argv[1]), close-on-exec, not a path anywhere.
+
+Requests (one JSON message each, from the host only):
+  {"op": "exec", "argv", "env", "cwd"} + 3 file descriptors (stdin, stdout, stderr) passed along:
+      a child in its own session runs argv with exactly that environment; answer {"pid"} or
+      {"error", "errno"} when it cannot fork; later {"exit": pid, "status"} (negative: a signal).
+  {"op": "kill", "pid"}: SIGKILL to that command's process group (a timeout).
+  {"op": "settle", "seconds"}: wait until no process runs or waits on disk (two scans 20 ms apart),
+      at most that long; answer {"done": true|false}.
+  {"op": "killall"}: kill(-1, SIGKILL) until nothing but pid 1 is left, reaping; answer {"done": ...}.
+What it sends back holds only numbers and its own error strings: nothing a command printed.
+"""
+
+import array
+import ctypes
+import json
+import os
+import resource
+import select
+import signal
+import socket
+import sys
+import time
+
+
+def send(sock, obj):
+    sock.send(json.dumps(obj).encode())
+
+
+def recv(sock):
+    fds = array.array("i")
+    msg, anc, _flags, _addr = sock.recvmsg(1 << 20, socket.CMSG_LEN(3 * fds.itemsize))
+    for level, kind, data in anc:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            fds.frombytes(data[: len(data) - len(data) % fds.itemsize])
+    return msg, list(fds)
+
+
+def exit_code(status):
+    return -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+
+
+def start(req, fds, limits):
+    try:
+        pid = os.fork()
+    except OSError as e:  # the sandbox is out of processes or memory
+        return {"error": "fork failed: " + (e.strerror or str(e)), "errno": e.errno}
+    if pid == 0:
+        try:
+            os.setsid()
+            for name, value in limits.items():
+                resource.setrlimit(getattr(resource, "RLIMIT_" + name.upper()), (value, value))
+            for target, fd in enumerate(fds):
+                os.dup2(fd, target)
+            os.closerange(3, 65536)
+            os.chdir(req["cwd"])
+            os.execvpe(req["argv"][0], req["argv"], req["env"])
+        except BaseException as e:  # noqa: BLE001 - report like a shell, never return into the loop
+            os.write(2, f"{req['argv'][0]}: {e}\n".encode(errors="replace"))
+        os._exit(127)
+    return {"pid": pid}
+
+
+def reap(sock, pending):
+    """Reap everything: the commands' exits are reported, the orphans' are not."""
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        if pid in pending:
+            pending.discard(pid)
+            send(sock, {"exit": pid, "status": exit_code(status)})
+
+
+def settle(seconds):
+    end, quiet = time.monotonic() + seconds, 0
+    while time.monotonic() < end:
+        busy = False
+        for p in os.listdir("/proc"):
+            if p.isdigit() and p != "1":
+                try:
+                    with open(f"/proc/{p}/stat") as f:
+                        busy = f.read().rsplit(")", 1)[1].split()[0] in ("R", "D")
+                except (OSError, IndexError):
+                    continue
+                if busy:
+                    break
+        quiet = 0 if busy else quiet + 1
+        if quiet >= 2:
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def killall(sock, pending, seconds=10):
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        try:
+            os.kill(-1, signal.SIGKILL)  # every process but this one (zombies until reaped)
+        except ProcessLookupError:
+            return True
+        reap(sock, pending)
+        time.sleep(0.002)
+    return False
+
+
+def main():
+    ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE = 0
+    sock = socket.socket(fileno=int(sys.argv[1]))
+    limits = json.loads(sys.argv[2])
+    sock.set_inheritable(False)
+    wake_r, wake_w = os.pipe()
+    for fd in (wake_r, wake_w):
+        os.set_blocking(fd, False)
+    signal.set_wakeup_fd(wake_w)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    null = os.open("/dev/null", os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+    pending = set()
+    send(sock, {"ready": os.getpid()})
+    while True:
+        ready = select.select([sock, wake_r], [], [], 60)[0]
+        if wake_r in ready:
+            while True:
+                try:
+                    if not os.read(wake_r, 4096):
+                        break
+                except BlockingIOError:
+                    break
+        reap(sock, pending)
+        if sock in ready:
+            msg, fds = recv(sock)
+            if not msg:
+                os._exit(0)  # the host is gone (it takes the sandbox with it anyway)
+            req = json.loads(msg)
+            if req["op"] == "exec":
+                reply = start(req, fds, limits)
+                if "pid" in reply:
+                    pending.add(reply["pid"])
+                send(sock, reply)
+            elif req["op"] == "kill":
+                try:
+                    os.killpg(req["pid"], signal.SIGKILL)
+                except OSError:
+                    pass
+            elif req["op"] == "settle":
+                send(sock, {"done": settle(req["seconds"])})
+            elif req["op"] == "killall":
+                send(sock, {"done": killall(sock, pending)})
+            for fd in fds:
+                os.close(fd)
+
+
+main()
