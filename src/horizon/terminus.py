@@ -51,9 +51,19 @@ def split_reasoning(text: str) -> tuple[str | None, str]:
     return None, text
 
 
+_DECODER = json.JSONDecoder()
+
+
 def find_json_object(text: str) -> tuple[int, int] | None:
     """Span [start, end) of the first balanced {...} in text, honouring JSON strings and escapes."""
     start = text.find("{")
+    if start == -1:
+        return None
+    try:  # fast path (C): a valid JSON object from the first brace is exactly that balanced span
+        _, end = _DECODER.raw_decode(text, start)
+        return start, end
+    except json.JSONDecodeError:
+        pass
     while start != -1:
         depth = 0
         in_str = False
