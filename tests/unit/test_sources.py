@@ -246,3 +246,31 @@ def test_the_blind_teacher_acts_without_inspecting():
             c for _, c, _ in careful if c and not set(c) <= set(plan["inspect"])
         ]
         assert blind[-2:] == careful[-2:]  # complete, then confirm
+
+
+def test_masked_shards_record_the_setting_and_training_refuses_stale_ones(tiny_corpus, tmp_path):
+    from horizon.data.tokens import shards_observations, tokenize_shard
+    from horizon.train.examples import check_observations
+
+    template = tmp_path / "prompt.yaml"  # the fixture corpus's harness: "New Terminal Output:\n{output}"
+    template.write_text('observation: "New Terminal Output:\\n{output}"\nconfirm: "{output}\\n\\nAre you sure'
+                        ' you want to mark the task as complete? If so, include \\"task_complete\\": true in your'
+                        ' JSON response again."\n')  # fmt: skip
+    keep, drop = tmp_path / "keep.parquet", tmp_path / "drop.parquet"
+    tokenize_shard(tiny_corpus / "traj.parquet", tiny_corpus / "student", keep, 0, 1)
+    tokenize_shard(tiny_corpus / "traj.parquet", tiny_corpus / "student", drop, 0, 1, observations="drop",
+                   template=template)  # fmt: skip
+    assert shards_observations([keep, drop]) == {str(keep): "keep", str(drop): "drop"}
+    n_keep = pq.read_table(keep, columns=["n_tokens"]).column("n_tokens").to_pylist()
+    n_drop = pq.read_table(drop, columns=["n_tokens"]).column("n_tokens").to_pylist()
+    assert all(d < k for d, k in zip(n_drop, n_keep))  # the terminal output is gone, the turns stay
+    turns = pq.read_table(drop, columns=["turns"]).column("turns").to_pylist()
+    traj = pq.read_table(tiny_corpus / "traj.parquet", columns=["n_turns"]).column("n_turns").to_pylist()
+    assert [max(t) + 1 for t in turns] == traj
+    check_observations([drop], "drop")
+    with pytest.raises(
+        ValueError, match="tokenized with train.observations = keep, but the config says drop"
+    ):
+        check_observations([keep], "drop")
+    with pytest.raises(ValueError, match="needs the prompt template"):
+        tokenize_shard(tiny_corpus / "traj.parquet", tiny_corpus / "student", drop, 0, 1, observations="drop")

@@ -148,9 +148,9 @@ def tokenize_shard(
     t0 = time.perf_counter()
     serializer = ChatSerializer(load(tokenizer_path))
     load_s = time.perf_counter() - t0
-    forms = observation_forms(template) if observations == "drop" else None
     if observations == "drop" and template is None:
         raise ValueError("train.observations: drop needs the prompt template (its observation form)")
+    forms = observation_forms(template) if observations == "drop" else None
     schema = TOKENS_SCHEMA.with_metadata({OBSERVATIONS_KEY: observations.encode()})
     n_rows = pq.ParquetFile(trajectories).metadata.num_rows
     start, stop = shard_range(n_rows, shard, n_shards)
