@@ -3,7 +3,7 @@
 in the same run: its rate against tokenizing the same corpus (real Qwen vocabulary, the tokenize
 stage), and its peak RSS at N and 4N trajectories (a streaming pass: the same memory at any size).
 
-python bench/quality.py [N]      # default N = 64 synthetic trajectories of 2k-40k tokens
+python bench/quality.py [N]      # default N = 128 synthetic trajectories of 2k-40k tokens
 """
 
 from __future__ import annotations
@@ -44,11 +44,12 @@ def _normalized(tmp: Path, n: int) -> tuple[Path, Path]:
     _write_corpus(src, n, seed=n)
     download(str(src), tmp / f"raw-{n}")
     traj, stats = tmp / f"traj-{n}.parquet", tmp / f"stats-{n}.json"
-    normalize(tmp / f"raw-{n}/manifest.json", traj, tmp / f"q-{n}.parquet", stats)
+    # row groups of 16 trajectories, as in foundation.py's memory figure: both sizes hold many of them
+    normalize(tmp / f"raw-{n}/manifest.json", traj, tmp / f"q-{n}.parquet", stats, batch_rows=16)
     return traj, stats
 
 
-def main(n: int = 64) -> None:
+def main(n: int = 128) -> None:
     from horizon.data.tokenizer import build_qwen_tokenizer
 
     with tempfile.TemporaryDirectory() as d:
@@ -82,5 +83,5 @@ def main(n: int = 64) -> None:
 
 if __name__ == "__main__":
     t0 = time.perf_counter()
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else 64)
+    main(int(sys.argv[1]) if len(sys.argv) > 1 else 128)
     print(f"(bench took {time.perf_counter() - t0:.0f} s)")

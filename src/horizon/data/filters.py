@@ -26,7 +26,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from horizon.io import atomic_path, write_json, write_table
+from horizon.io import atomic_path, iter_batches, write_json, write_table
 
 log = logging.getLogger("horizon.data.filters")
 
@@ -206,7 +206,7 @@ def _copy_rows(src: str | Path, keep: set[str], out: str | Path, batch_rows: int
     value_set = pa.array(sorted(keep), pa.string())
     with atomic_path(out) as tmp:
         writer = pq.ParquetWriter(tmp, pf.schema_arrow, compression="zstd")
-        for batch in pf.iter_batches(batch_size=batch_rows):
+        for batch in iter_batches(src, batch_rows=batch_rows):
             mask = pc.is_in(batch.column("traj_id"), value_set=value_set)
             writer.write_table(pa.Table.from_batches([batch]).filter(mask))
         writer.close()

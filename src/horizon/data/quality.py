@@ -32,7 +32,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from horizon.data.commands import OBSERVATION_COMMANDS, ends_with_question, parse_keystrokes
-from horizon.io import atomic_path, read_json, write_json
+from horizon.io import atomic_path, iter_batches, read_json, write_json
 from horizon.progress import Progress
 from horizon.terminus import ParseError, parse_response
 
@@ -59,17 +59,35 @@ TOKEN = re.compile(r"\.?[\w~-]+(?:\.[\w~-]+)*")
 PROMPT_LINE = re.compile(
     r"^(?:\([^)\n]*\)\s*)?(?:[\w.-]+@[\w.-]+:[^\n#$]*|(?:ba)?sh-[\d.]+)[#$](?: .*)?$\n?", re.M
 )
-CONTINUATION_LINE = re.compile(r"^> .*$\n?", re.M)
 STOP_WORDS = frozenset("the and for with not you are this that from was has have but all any can".split())
 TOR_BINS = 20
 
 
-def screen_tokens(screen: str, typed_lines: bool) -> list[str]:
-    """Tokens of a screen without its prompt lines (and `> ` continuation lines after multi-line input)."""
-    text = PROMPT_LINE.sub("", screen)
-    if typed_lines:
-        text = CONTINUATION_LINE.sub("", text)
-    return TOKEN.findall(text)
+_TOKEN_CHAR = re.compile(r"[\w~-]")
+
+
+def seen_in(key: str, screen: str, typed_lines: bool) -> bool:
+    """`key` is a whole token of the screen (what TOKEN would find there), outside prompt lines (the
+    echo of typed commands) and, after multi-line input, outside `> ` continuation lines.
+
+    Searching for the few argument keys is much faster than tokenizing every screen."""
+    pos = screen.find(key)
+    while pos >= 0:
+        end = pos + len(key)
+        before = screen[pos - 1] if pos else " "
+        after = screen[end : end + 2]
+        whole = not (_TOKEN_CHAR.match(before) or before == ".") and not (
+            after
+            and (_TOKEN_CHAR.match(after[0]) or (after[0] == "." and _TOKEN_CHAR.match(after[1:2] or " ")))
+        )
+        if whole:
+            line = screen[
+                screen.rfind("\n", 0, pos) + 1 : (screen.find("\n", end) + 1 or len(screen) + 1) - 1
+            ]
+            if not PROMPT_LINE.match(line) and not (typed_lines and line.startswith("> ")):
+                return True
+        pos = screen.find(key, pos + 1)
+    return False
 
 
 def argument_keys(word: str, min_len: int) -> list[str]:
@@ -86,18 +104,21 @@ def argument_keys(word: str, min_len: int) -> list[str]:
 
 
 class TrajectoryQuality:
-    """Counts of one trajectory, filled turn by turn."""
+    """Counts of one trajectory, filled turn by turn; whether an action is targeted is decided at
+    the end, from the screens before its turn."""
 
     def __init__(self, observe: frozenset[str], min_len: int):
         self.observe, self.min_len = observe, min_len
-        self.seen: set[str] = set()
+        self.screens: list[tuple[int, str, bool]] = []  # (turn index, text, after multi-line input)
+        self.actions: list[tuple[int, list[str]]] = []  # (turn index, argument keys)
+        self.first_seen: dict[str, int] = {}
         self.n = Counter()
         self.names: Counter[str] = Counter()
 
-    def screen(self, text: str, typed_lines: bool) -> None:
-        self.seen.update(screen_tokens(text, typed_lines))
+    def screen(self, turn: int, text: str, typed_lines: bool) -> None:
+        self.screens.append((turn, text, typed_lines))
 
-    def turn(self, keystrokes: Sequence[str], after_question: bool) -> None:
+    def turn(self, index: int, keystrokes: Sequence[str], after_question: bool) -> None:
         for j, ks in enumerate(keystrokes):
             for u in parse_keystrokes(ks, self.observe, after_question and j == 0):
                 if u.kind in ("key", "input"):
@@ -109,8 +130,17 @@ class TrajectoryQuality:
                     continue
                 self.n["actions"] += 1
                 self.n["unparsed"] += u.unparsed
-                if any(k in self.seen for w in u.words for k in argument_keys(w, self.min_len)):
-                    self.n["targeted"] += 1
+                self.actions.append((index, [k for w in u.words for k in argument_keys(w, self.min_len)]))
+
+    def seen_before(self, key: str, turn: int) -> bool:
+        if key not in self.first_seen:
+            self.first_seen[key] = next(
+                (t for t, text, typed in self.screens if seen_in(key, text, typed)), math.inf
+            )
+        return self.first_seen[key] < turn
+
+    def targeted(self) -> int:
+        return sum(1 for turn, keys in self.actions if any(self.seen_before(k, turn) for k in keys))
 
 
 def trajectory_quality(
@@ -123,7 +153,7 @@ def trajectory_quality(
         content = turn["content"]
         if turn["role"] == "user":
             if i > 0 and parsed:  # the first turn is the task; a parse-error reply shows no screen
-                q.screen(content, typed_lines)
+                q.screen(i, content, typed_lines)
                 last_screen = content
             continue
         steps += 1
@@ -133,20 +163,20 @@ def trajectory_quality(
             parsed, unparseable = False, unparseable + 1
             continue
         parsed = True
-        q.turn(keystrokes, ends_with_question(last_screen))
+        q.turn(i, keystrokes, ends_with_question(last_screen))
         typed_lines = any("\n" in k.strip() for k in keystrokes)
-    actions = q.n["actions"]
+    actions, targeted = q.n["actions"], q.targeted()
     row = {
         "n_turns": len(conversation),
         "n_steps": steps,
         "n_unparseable": unparseable,
         "n_observations": q.n["observations"],
         "n_actions": actions,
-        "n_targeted": q.n["targeted"],
+        "n_targeted": targeted,
         "n_unparsed": q.n["unparsed"],
         "n_keys": q.n["keys"],
         "chars": sum(len(t["content"]) for t in conversation),
-        "tor": q.n["targeted"] / actions if actions else math.nan,
+        "tor": targeted / actions if actions else math.nan,
     }
     return row, q.names
 
@@ -248,9 +278,7 @@ def completion(normalize_stats: Mapping) -> dict:
 
 def iter_conversations(path: str | Path, batch_rows: int = 64) -> Iterable[dict]:
     """Rows of a trajectories parquet (traj_id, task, source, conversations), one batch in memory."""
-    for batch in pq.ParquetFile(path).iter_batches(
-        batch_size=batch_rows, columns=["traj_id", "task", "source", "conversations"]
-    ):
+    for batch in iter_batches(path, ["traj_id", "task", "source", "conversations"], batch_rows):
         yield from batch.to_pylist()
 
 
@@ -275,7 +303,7 @@ def write_quality(
             row, names = trajectory_quality(r["conversations"], observe, min_identifier)
             stats.add(row, names, r["source"])
             buf.append({"traj_id": r["traj_id"], "task": r["task"], "source": r["source"], **row})
-            if len(buf) >= 1024:
+            if len(buf) >= 256:
                 writer.write_table(pa.Table.from_pylist(buf, schema=QUALITY_SCHEMA))
                 buf = []
             progress.update(1)
