@@ -108,6 +108,7 @@ def check_grid(cfg: Mapping) -> None:
             raise ConfigError(
                 f"config key eval.prompt_template: required with {key}.collect (the corpus does not exist yet)"
             )
+    check_hygiene(cfg)
     names = set(Grid.from_config(cfg).model_names)
     for i, pair in enumerate(cfg["report"]["paired"]):
         for m in pair:
@@ -152,6 +153,20 @@ def check_sources(cfg: Mapping) -> None:
                 raise ConfigError(
                     f"config key corpus.source_horizons[{i}]: {k} is not one of horizons (allowed: {_allowed(horizons)})"
                 )
+
+
+def check_hygiene(cfg: Mapping) -> None:
+    """decontam.benchmarks are benchmarks; an enabled judge has an endpoint and a model."""
+    benches = cfg["eval"]["benchmarks"]
+    for i, b in enumerate(cfg["decontam"]["benchmarks"] or []):
+        if b not in benches:
+            raise ConfigError(
+                f"config key decontam.benchmarks[{i}]: {b!r} is not a benchmark (allowed: {_allowed(benches)})"
+            )
+    judge = cfg["judge"]
+    for key in ("endpoint", "model"):
+        if judge["enabled"] and not judge[key]:
+            raise ConfigError(f"config key judge.{key}: required when judge.enabled is true")
 
 
 def load(path: str | Path) -> dict:

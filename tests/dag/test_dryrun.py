@@ -50,8 +50,13 @@ def expected_counts(cfg: dict) -> dict[str, int]:
     counts = {k: v for k, v in counts.items() if v}
     if n_compared:
         counts["table_teachers"] = 1
-    if corpus["per_task"] != "all" or corpus["common_tasks"]:
+    decontam, judge = cfg["decontam"]["enabled"], cfg["judge"]["enabled"]
+    if corpus["per_task"] != "all" or corpus["common_tasks"] or decontam or judge:
         counts["filter_corpus"] = len(sources)
+    if decontam:
+        counts["decontaminate"] = len(sources)
+    if judge:
+        counts["judge"] = len(sources)
     if cfg["report"]["paired"]:
         counts["paired"] = len(cfg["report"]["paired"])
     if cfg["eval"]["prompt_template"] is None:
@@ -71,6 +76,21 @@ def test_paper_grid_counts_match_config():
     c = expected_counts(PAPER)
     # the paper grid, spelled out once: 25 models (base, 4 single-stage, 2 x (9 + 1) refinements)
     assert c["rollout"] == 25 * 2 * 4 and c["refine"] == 20 and c["train_single"] == 4
+    # decontaminated against both benchmarks before tokenization; no judge unless asked for
+    assert c["decontaminate"] == 1 and c["filter_corpus"] == 1 and "judge" not in c
+
+
+def test_paper_grid_with_the_judge_lists_it_before_tokenization(tmp_path):
+    import yaml
+
+    raw = yaml.safe_load((REPO / "config.yaml").read_text())
+    cfg = deep_update(raw, {"judge": {"enabled": True, "endpoint": "http://judge:8000/v1", "model": "m"}})
+    path = write_config(tmp_path / "judge.yaml", cfg)
+    out = snakemake(["--profile", "slurm", "--configfile", str(path), "-n", "-q", "rules"], cwd=REPO).stdout
+    assert job_counts(out) == expected_counts(hc.validate(cfg))
+    plan = snakemake(["--configfile", str(path), "-n", "results/tokens/shard-000.parquet"], cwd=REPO).stdout
+    for job in ("rule judge:", "rule decontaminate:", "rule filter_corpus:", "rule tokenize:"):
+        assert job in plan
 
 
 @pytest.mark.parametrize("profile", [[], ["--profile", "slurm"]], ids=["local", "slurm-profile"])

@@ -1,6 +1,7 @@
 """`make demo`'s run, end to end on this CPU: the tables mean something."""
 
 import csv
+import json
 import subprocess
 import sys
 
@@ -84,6 +85,14 @@ def test_the_demo_runs_end_to_end_and_shows_the_horizon_effect(tmp_path, local_e
     assert set(teachers) == {"careful", "blind"}
     assert float(teachers["careful"]["tor_mean"]) > float(teachers["blind"]["tor_mean"]) + 0.3
     assert teachers["blind"]["K640_model"] == "single-K640@blind"
+    # the demo evaluates on its own tasks: their trajectories overlap them, counted and not removed;
+    # two of the twelve instructions have 12 words, too short for a 13-gram (named in decontamination.json)
+    for root in ("results", "results/sources/blind"):
+        stats = json.loads((tmp_path / root / "corpus/train/stats.json").read_text())
+        assert stats["decontamination"]["flagged"] == 40 and stats["rows"] == stats["kept"] == 48
+        report = json.loads((tmp_path / root / "corpus/decontamination.json").read_text())
+        assert report["benchmarks"]["demo"]["tasks_too_short"] == ["archive-docs", "replace-host"]
+    assert "careful: 40 of 48 trajectories share a 13-gram" in (tables / "reliability.md").read_text()
     # the tables and figures go into Snakemake's HTML report with their captions
     snakemake(
         [

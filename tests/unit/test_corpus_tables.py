@@ -104,3 +104,25 @@ def test_budget_shows_tor_selections_beside_likelihood_ones(tmp_path):
     assert "| 16 | 50% | 5 | 3.0 ± 0.0 | 2.0 ± 0.0 | 1.0 ± 0.0 | 4.0 ± 0.0 | 0.0 ± 0.0 |" in md
     assert "our reconstruction" in t.caption
     assert {r["selection"]: r["success_attempts_mean"] for r in tidy}["tor-top"] == 4
+
+
+def test_every_table_notes_how_clean_the_training_data_was(tmp_path):
+    stats = tmp_path / "stats.json"
+    stats.write_text(json.dumps({
+        "rows": 48, "kept": 40, "removed": {"judge_below_threshold": 8},
+        "decontamination": {"n": 13, "flagged": 48, "removal": "off (decontam.remove: false)",
+                            "benchmarks": {"demo": 48}},
+        "judge": {"model": "m", "keep": 3.0, "status": {"judged": 48}, "removed": {"judge_below_threshold": 8},
+                  "answers_not_a_verdict": 0},
+    }))  # fmt: skip
+    hours = tmp_path / "models" / "single-K8"
+    hours.mkdir(parents=True)
+    (hours / "timing.json").write_text(json.dumps({"wall_hours": 1.0, "tokens_seen": 1, "supervised_tokens": 1,
+                                                   "tokens_per_s": 1.0, "world_size": 1, "device": "cpu"}))  # fmt: skip
+    t, _ = build("cost", tmp_path, model_dirs=[str(hours)], h1=8, hygiene=[("careful", str(stats))])
+    assert t.caption.endswith(
+        "Training data: careful: 48 of 48 trajectories share a 13-gram with a benchmark task (demo: 48), "
+        "0 removed, decontam.remove: false; careful: the LLM judge (m, keep >= 3.0) removed "
+        "judge_below_threshold 8."
+    )
+    assert "Training data" in (tmp_path / "cost.md").read_text()

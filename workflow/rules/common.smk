@@ -26,7 +26,15 @@ SCORE_SHARDS = config["score"]["shards"]
 SOURCES = list(G.sources) or [None]
 SOURCE_LABELS = [s or config["corpus"].get("source", "corpus") for s in SOURCES]
 # a filter between normalize and tokenize is on: tokenize reads the training corpus (corpus/train/)
-FILTERS_ON = config["corpus"]["per_task"] != "all" or config["corpus"]["common_tasks"]
+DECONTAM, JUDGE = config["decontam"], config["judge"]
+FILTERS_ON = (
+    config["corpus"]["per_task"] != "all"
+    or config["corpus"]["common_tasks"]
+    or DECONTAM["enabled"]
+    or JUDGE["enabled"]
+)
+DECONTAM_BENCHES = list(DECONTAM["benchmarks"] or G.benches)
+JUDGE_RUBRIC = JUDGE["rubric"] or f"{workflow.basedir}/workflow/judge/rubric.yaml"
 
 
 # One image for every rule, used with `--sdm apptainer` (README: Software); without it, rules run
@@ -95,6 +103,22 @@ def training_corpus(data_root):
         if FILTERS_ON
         else f"{data_root}/corpus/trajectories.parquet"
     )
+
+
+def removal_inputs(data_root):
+    """The per-trajectory verdicts the training corpus of a source leaves out (decontamination, judge)."""
+    paths = (
+        [f"{data_root}/corpus/decontamination.parquet"] if DECONTAM["enabled"] and DECONTAM["remove"] else []
+    )
+    return paths + ([f"{data_root}/corpus/judge.parquet"] if JUDGE["enabled"] else [])
+
+
+def hygiene_reports(data_root):
+    """The counts of the decontamination and judge stages of a source (reported in corpus/train/stats.json)."""
+    return {
+        **({"decontamination": f"{data_root}/corpus/decontamination.json"} if DECONTAM["enabled"] else {}),
+        **({"judge": f"{data_root}/corpus/judge.json"} if JUDGE["enabled"] else {}),
+    }
 
 
 def common_tasks_input():

@@ -43,6 +43,12 @@ if G.compared:  # a teacher comparison: every source's students at the compared 
     )
 
 
+# Every table's caption notes how clean the training data was (decontamination, judge), per source.
+HYGIENE = (
+    [f"{root(s)}/corpus/train/stats.json" for s in SOURCES] if DECONTAM["enabled"] or JUDGE["enabled"] else []
+)
+
+
 for _table, _spec in TABLES.items():
 
     rule:
@@ -50,6 +56,7 @@ for _table, _spec in TABLES.items():
             f"table_{_table}"
         input:
             **_spec["input"],
+            hygiene=HYGIENE,
         output:
             md=report(
                 f"{R}/tables/{_table}.md",
@@ -69,6 +76,7 @@ for _table, _spec in TABLES.items():
             table=_table,
             models=_spec["models"],
             h1=G.h1,
+            hygiene_sources=SOURCE_LABELS,
         script:
             f"{SCRIPTS}/report.py"
 

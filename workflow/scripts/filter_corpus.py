@@ -14,4 +14,6 @@ build_training_corpus(
     task_key=p.task_key,
     removal_paths=list(snakemake.input.get("removals", [])),
     common_with={name: (traj, removals) for name, (traj, removals) in p.common.items()} or None,
+    reports=dict(p.reports),
+    decontam_remove=p.decontam_remove,
 )

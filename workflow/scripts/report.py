@@ -26,5 +26,6 @@ write_table(
             i.get("train_stats", []),
         ),
         source_horizons=p.get("source_horizons", []),
+        hygiene=list(zip(p.get("hygiene_sources", []), i.get("hygiene", []))),
     ),
 )

@@ -26,7 +26,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from horizon.io import atomic_path, iter_batches, write_json, write_table
+from horizon.io import atomic_path, iter_batches, read_json, write_json, write_table
 
 log = logging.getLogger("horizon.data.filters")
 
@@ -52,12 +52,23 @@ def task_column(path: str | Path, key: str, source: str) -> pa.Table:
 
 
 def removals(paths: Sequence[str | Path]) -> dict[str, tuple[str, str]]:
-    """traj_id -> (reason, detail) from the per-trajectory verdict tables (the first reason wins)."""
+    """traj_id -> (reason, detail) from the per-trajectory verdict tables (the first reason wins; rows
+    without a reason are kept)."""
     out: dict[str, tuple[str, str]] = {}
     for p in paths:
         for r in pq.read_table(p, columns=["traj_id", "reason", "detail"]).to_pylist():
-            out.setdefault(r["traj_id"], (r["reason"], r["detail"] or ""))
+            if r["reason"]:
+                out.setdefault(r["traj_id"], (r["reason"], r["detail"] or ""))
     return out
+
+
+def hygiene_summary(stage: str, report: Mapping, decontam_remove: bool = True) -> dict:
+    """What train/stats.json says of the decontamination and judge stages (their own counts)."""
+    if stage == "decontamination":
+        return {"n": report["n"], "fields": report["fields"], "corpus_text": report["corpus_text"],
+                "flagged": report["flagged"], "removal": "on" if decontam_remove else "off (decontam.remove: false)",
+                "benchmarks": {b: v["flagged"] for b, v in report["benchmarks"].items()}}  # fmt: skip
+    return {k: report[k] for k in ("model", "keep", "status", "removed", "answers_not_a_verdict")}
 
 
 def common_tasks(tasks_by_source: Mapping[str, set[str]], key: str) -> set[str]:
@@ -152,11 +163,13 @@ def build_training_corpus(
     task_key: str = "task",
     removal_paths: Sequence[str | Path] = (),
     common_with: Mapping[str, tuple[str | Path, Sequence[str | Path]]] | None = None,
+    reports: Mapping[str, str | Path] | None = None,
+    decontam_remove: bool = True,
 ) -> dict:
     """Write out_dir/{trajectories.parquet, removed.parquet, stats.json} for one source.
 
     common_with: every source (this one included) -> (its trajectories, its removal tables), when
-    corpus.common_tasks is on."""
+    corpus.common_tasks is on; reports: stage -> its counts (decontamination.json, judge.json)."""
     out_dir = Path(out_dir)
     meta = _metadata(trajectories, quality, task_key, source)
     common = None
@@ -175,6 +188,10 @@ def build_training_corpus(
         "task_key": task_key,
         "without_task_id": int(pc.sum(pc.is_null(meta.column("task"))).as_py() or 0),
         "common_tasks": None if common is None else {"tasks": len(common), "sources": sorted(common_with)},
+        **{
+            stage: hygiene_summary(stage, read_json(p), decontam_remove)
+            for stage, p in (reports or {}).items()
+        },
     }
     if stats["rows"] != stats["kept"] + sum(reasons.values()):  # pragma: no cover
         raise RuntimeError("filter accounting does not add up; refusing to write a lossy corpus")

@@ -218,3 +218,22 @@ def corpus_figure(sources: Sequence[CorpusSource], out, top: int = 10) -> None:
         row[2].tick_params(axis="y", labelsize=7)
     fig.tight_layout()
     save_figure(fig, out)
+
+
+def hygiene_note(sources: Sequence[tuple[str, str]]) -> str:
+    """The tables' note on how clean the training data was: per source, what decontamination flagged
+    and removed per benchmark, and what the LLM judge removed (from corpus/train/stats.json)."""
+    notes = []
+    for label, path in sources:
+        st = read_json(path)
+        d, j = st.get("decontamination"), st.get("judge")
+        if d:
+            per = ", ".join(f"{b}: {k}" for b, k in d["benchmarks"].items())
+            removed = st["removed"].get("contaminated", 0)
+            off = "" if d["removal"] == "on" else ", decontam.remove: false"
+            notes.append(f"{label}: {d['flagged']} of {st['rows']} trajectories share a {d['n']}-gram with a "
+                         f"benchmark task ({per}), {removed} removed{off}")  # fmt: skip
+        if j:
+            why = ", ".join(f"{k} {v}" for k, v in j["removed"].items()) or "none"
+            notes.append(f"{label}: the LLM judge ({j['model']}, keep >= {j['keep']}) removed {why}")
+    return f"Training data: {'; '.join(notes)}." if notes else ""

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from horizon.grid import TOR_SELECTIONS, ModelName, order_models, parse_rollout_path
 from horizon.io import write_text
-from horizon.report.corpus import TOR_NOTE, CorpusSource, corpus_table, teachers_table
+from horizon.report.corpus import TOR_NOTE, CorpusSource, corpus_table, hygiene_note, teachers_table
 from horizon.report.metrics import Cell, bootstrap_ci, build_cell, mean_sd, paired
 from horizon.report.render import DASH, Table, fmt
 
@@ -362,6 +362,7 @@ class TableInputs:
     h1: int = 0
     sources: Sequence[CorpusSource] = ()  # corpus and teachers tables: one per source, the study's first
     source_horizons: Sequence[int] = ()
+    hygiene: Sequence[tuple[str, str]] = ()  # (source, corpus/train/stats.json): the caption's data note
 
     def cells(self) -> dict[tuple[str, str], Cell]:
         return load_cells(self.rollouts, self.manifests, self.eval_cfg, self.report_cfg, self.models)
@@ -385,6 +386,8 @@ def write_table(name: str, outputs: dict, inputs: TableInputs) -> Table:
     if name not in TABLES:
         raise ValueError(f"unknown table {name!r} (known: {', '.join(TABLES)})")
     t = TABLES[name](inputs)
+    note = hygiene_note(inputs.hygiene)
+    t.caption += f" {note}" if note else ""
     t.write(outputs["md"], outputs["csv"], outputs["tex"])
     return t
 
