@@ -17,6 +17,7 @@ if not workflow.overwrite_configfiles:
 
 include: "workflow/rules/common.smk"
 include: "workflow/rules/corpus.smk"
+include: "workflow/rules/filters.smk"
 include: "workflow/rules/tokens.smk"
 include: "workflow/rules/train.smk"
 include: "workflow/rules/score.smk"

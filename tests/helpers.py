@@ -76,10 +76,15 @@ def demo_config(workdir: Path) -> Path:
     return write_config(Path(workdir) / "config.yaml", cfg)
 
 
-def tiny_demo_config(workdir: Path, **overrides) -> Path:
+def tiny_demo_config(workdir: Path, teachers: bool = False, **overrides) -> Path:
     """The demo config made smaller (4 tasks, no base model) with absolute paths:
-    the same rules, for tests that run the workflow several times (Slurm, crash safety)."""
+    the same rules, for tests that run the workflow several times (Slurm, crash safety).
+    Without `teachers`: the study's teacher only, and the paper's three selections (no TOR)."""
     cfg = yaml.safe_load((REPO / "demo" / "config.yaml").read_text())
+    if not teachers and cfg["corpus"].get("sources"):
+        study = next(iter(cfg["corpus"]["sources"].values()))
+        cfg["corpus"] = {"source": study["source"], "collect": study["collect"]}
+        cfg["refine"]["selections"] = ["top", "bottom", "random"]
     cfg["eval"]["benchmarks"]["demo"].update(path=str(REPO / "demo" / "tasks"), tasks=DEMO_TASKS)
     cfg["eval"]["prompt_template"] = str(REPO / "demo" / "prompt.yaml")
     cfg["student"]["build"].update(vocab_size=600)

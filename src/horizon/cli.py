@@ -42,6 +42,7 @@ def cmd_collect(a) -> int:
             concurrency=a.concurrency,
             seed=a.seed,
             sandbox_options={"toolchain": tools},
+            style=a.style,
         )
     print(json.dumps(info))
     return 0
@@ -164,6 +165,9 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--sandbox", default="local")
     c.add_argument("--concurrency", type=int, default=2)
     c.add_argument("--seed", type=int, default=0)
+    c.add_argument(
+        "--style", default="careful", choices=["careful", "blind"], help="inspect first, or act blind"
+    )
     c.set_defaults(fn=cmd_collect)
     e = sub.add_parser("extract-template", help="corpus -> prompt template yaml")
     e.add_argument("--corpus", required=True, help="trajectories.parquet or a corpus .jsonl")

@@ -107,21 +107,24 @@ def check_grid(cfg: Mapping) -> None:
             raise ConfigError(
                 f"config key report.rel_k[{i}]: {k} is more than eval.attempts = {ev['attempts']}"
             )
-    collect = cfg["corpus"].get("collect")
-    if collect and collect["tasks"] not in ev["benchmarks"]:
-        raise ConfigError(
-            f"config key corpus.collect.tasks: {collect['tasks']!r} is not a benchmark "
-            f"(allowed: {_allowed(ev['benchmarks'])})"
-        )
+    check_sources(cfg)
+    for key, spec in source_specs(cfg).items():
+        collect = spec.get("collect")
+        if collect and collect["tasks"] not in ev["benchmarks"]:
+            raise ConfigError(
+                f"config key {key}.collect.tasks: {collect['tasks']!r} is not a benchmark "
+                f"(allowed: {_allowed(ev['benchmarks'])})"
+            )
+        if collect and not ev["prompt_template"]:
+            raise ConfigError(
+                f"config key eval.prompt_template: required with {key}.collect (the corpus does not exist yet)"
+            )
+    check_hygiene(cfg)
     if ev["context"] == "summarize" and ev["summarize_threshold"] >= ev["context_length"]:
         raise ConfigError(
             f"config key eval.summarize_threshold: {ev['summarize_threshold']} is not below eval.context_length "
             f"= {ev['context_length']}: the history would be summarised before every call (lower it, or set "
             "eval.context: stop)"
-        )
-    if collect and not ev["prompt_template"]:
-        raise ConfigError(
-            "config key eval.prompt_template: required with corpus.collect (the corpus does not exist yet)"
         )
     names = set(Grid.from_config(cfg).model_names)
     for i, pair in enumerate(cfg["report"]["paired"]):
@@ -139,6 +142,59 @@ def check_grid(cfg: Mapping) -> None:
     labels = cfg["annotate"]["labels"]
     if len({x["name"] for x in labels}) != len(labels):
         raise ConfigError("config key annotate.labels: two labels have the same name")
+
+
+SOURCE_KEYS = ("source", "configs", "config_patterns", "revision", "confirmation_pattern", "collect")
+
+
+def source_specs(cfg: Mapping) -> dict[str, dict]:
+    """{config key: the source's settings}: `corpus` for one source, `corpus.sources.<name>` for several."""
+    corpus = cfg["corpus"]
+    if corpus.get("sources"):
+        return {f"corpus.sources.{n}": dict(spec) for n, spec in corpus["sources"].items()}
+    return {"corpus": {k: corpus.get(k) for k in SOURCE_KEYS}}
+
+
+def source_spec(cfg: Mapping, name: str | None) -> dict:
+    """The settings of source `name` (None: the study's corpus)."""
+    corpus = cfg["corpus"]
+    if not corpus.get("sources"):
+        return {k: corpus.get(k) for k in SOURCE_KEYS}
+    return dict(corpus["sources"][name or next(iter(corpus["sources"]))])
+
+
+def check_sources(cfg: Mapping) -> None:
+    """One `corpus.source` or several `corpus.sources`, and the keys that only make sense with several."""
+    corpus, horizons = cfg["corpus"], cfg["horizons"]
+    sources = corpus.get("sources") or {}
+    if ("source" in corpus) == bool(sources):
+        raise ConfigError(
+            "config key corpus: give exactly one of `source` (one corpus) or `sources` (several teachers' corpora)"
+        )
+    if corpus["common_tasks"] and len(sources) < 2:
+        raise ConfigError("config key corpus.common_tasks: needs at least two corpus.sources to compare")
+    if corpus.get("source_horizons") is not None:
+        if len(sources) < 2:
+            raise ConfigError("config key corpus.source_horizons: needs at least two corpus.sources")
+        for i, k in enumerate(corpus["source_horizons"]):
+            if k not in horizons:
+                raise ConfigError(
+                    f"config key corpus.source_horizons[{i}]: {k} is not one of horizons (allowed: {_allowed(horizons)})"
+                )
+
+
+def check_hygiene(cfg: Mapping) -> None:
+    """decontam.benchmarks are benchmarks; an enabled judge has an endpoint and a model."""
+    benches = cfg["eval"]["benchmarks"]
+    for i, b in enumerate(cfg["decontam"]["benchmarks"] or []):
+        if b not in benches:
+            raise ConfigError(
+                f"config key decontam.benchmarks[{i}]: {b!r} is not a benchmark (allowed: {_allowed(benches)})"
+            )
+    judge = cfg["judge"]
+    for key in ("endpoint", "model"):
+        if judge["enabled"] and not judge[key]:
+            raise ConfigError(f"config key judge.{key}: required when judge.enabled is true")
 
 
 def load(path: str | Path) -> dict:

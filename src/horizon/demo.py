@@ -16,11 +16,12 @@ import time
 from pathlib import Path
 
 
-def stage_times(timing_dir: Path) -> dict[str, dict]:
+def stage_times(timing_dirs: Path | list[Path]) -> dict[str, dict]:
     """Per stage: jobs, summed job seconds, and wall span (first start to last finish)."""
     spans: dict[str, dict] = {}
-    for tsv in sorted(timing_dir.rglob("*.tsv")):
-        stage = tsv.relative_to(timing_dir).parts[0]
+    dirs = [timing_dirs] if isinstance(timing_dirs, Path) else timing_dirs
+    for tsv in sorted(t for d in dirs for t in d.rglob("*.tsv")):
+        stage = next(tsv.relative_to(d).parts[0] for d in dirs if tsv.is_relative_to(d))
         with open(tsv, newline="") as fh:
             rows = list(csv.DictReader(fh, delimiter="\t"))
         if not rows:
@@ -66,7 +67,8 @@ def main(argv: list[str] | None = None) -> int:
     table = root / "results" / "tables" / "reliability.md"
     print(f"\n{table}\n")
     print(table.read_text())
-    spans = stage_times(root / "results" / "logs" / "timing")
+    # the study's corpus logs under results/, another teacher's under results/sources/<name>/
+    spans = stage_times([root / "results" / "logs" / "timing", *root.glob("results/sources/*/logs/timing")])
     print(f"Wall time {wall / 60:.1f} min on {a.cores} cores; by stage (wall span, jobs, summed job time):")
     for stage, d in sorted(spans.items(), key=lambda kv: kv[1]["first"]):
         print(f"  {stage:8s} {d['last'] - d['first']:6.0f} s  {d['jobs']:3d} jobs  {d['job_seconds']:6.0f} s")

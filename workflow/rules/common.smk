@@ -1,6 +1,7 @@
 # Config validation, the grid, paths, wildcard constraints and input functions shared by every rule.
 # Keep this cheap: every Slurm job re-parses the Snakefile.
 import os
+import re
 from pathlib import Path
 
 # horizon is importable in every job (it is set here, not read: jobs inherit it), also inside a
@@ -10,7 +11,7 @@ os.environ.update(
 )
 
 import horizon.config as hc
-from horizon.grid import Grid, wildcard_pattern, RHO, SINGLE, REFINE
+from horizon.grid import Grid, ModelName, wildcard_pattern, RHO, SINGLE, REFINE, SOURCE, selection_pattern
 
 config.update(hc.validate(config, Path(workflow.basedir) / "workflow/schemas/config.schema.yaml"))
 
@@ -29,6 +30,20 @@ SCRIPTS = "../scripts"
 MODELS = G.model_names
 TOKEN_SHARDS = [f"{R}/tokens/shard-{i:03d}.parquet" for i in range(config["tokenize"]["shards"])]
 SCORE_SHARDS = config["score"]["shards"]
+# Sources (README: Teacher comparison): None is the one corpus.source; with corpus.sources the first
+# is the study's corpus (data under results/, as with one source), the others under results/sources/<name>/.
+SOURCES = list(G.sources) or [None]
+SOURCE_LABELS = [s or config["corpus"].get("source", "corpus") for s in SOURCES]
+# a filter between normalize and tokenize is on: tokenize reads the training corpus (corpus/train/)
+DECONTAM, JUDGE = config["decontam"], config["judge"]
+FILTERS_ON = (
+    config["corpus"]["per_task"] != "all"
+    or config["corpus"]["common_tasks"]
+    or DECONTAM["enabled"]
+    or JUDGE["enabled"]
+)
+DECONTAM_BENCHES = list(DECONTAM["benchmarks"] or G.benches)
+JUDGE_RUBRIC = JUDGE["rubric"] or f"{workflow.basedir}/workflow/judge/rubric.yaml"
 
 
 # One image for every rule, used with `--sdm apptainer` (README: Software); without it, rules run
@@ -41,11 +56,13 @@ wildcard_constraints:
     K=r"\d+",
     h1=r"\d+",
     h2=r"\d+",
-    selection=r"top|bottom|random|all",
+    selection=selection_pattern(),
     rho=RHO,
     model=wildcard_pattern(),
     bench=r"[A-Za-z0-9_.-]+",
     repeat=r"\d+",
+    D=rf"{re.escape(R)}(?:/sources/{SOURCE})?",  # a source's data root
+    at=rf"(?:@{SOURCE})?",  # a model's source suffix (empty: the study's corpus)
 
 
 def timing(stage, name):
@@ -59,15 +76,76 @@ def timing(stage, name):
 STUDENT = f"{R}/student/student.json"
 
 
+def dtiming(stage, name):
+    """timing() of a per-source job: under the source's data root ({D}), results/logs/timing/... for the study's corpus."""
+    return f"{{D}}/logs/timing/{stage}/{name}.tsv"
+
+
+def root(src=None):
+    """A source's data root: results/ for the study's corpus, results/sources/<name>/ for another teacher's."""
+    return G.data_root(R, src)
+
+
+def source_of(wildcards):
+    """The source of a per-source job (from its {D} wildcard)."""
+    return G.source_of_root(R, wildcards.D)
+
+
+def spec(src):
+    """A source's corpus settings (source, configs, revision, confirmation_pattern, collect ...)."""
+    return hc.source_spec(config, src)
+
+
+def at_source(wildcards):
+    """The source of a single-stage model from its name's suffix (single-K{K}@{source})."""
+    return wildcards.at[1:] or None
+
+
+def token_shards(src=None):
+    return [f"{root(src)}/tokens/shard-{i:03d}.parquet" for i in range(config["tokenize"]["shards"])]
+
+
+def training_corpus(data_root):
+    """What tokenize reads: the filtered training corpus when a filter is on, else the normalized corpus."""
+    return (
+        f"{data_root}/corpus/train/trajectories.parquet"
+        if FILTERS_ON
+        else f"{data_root}/corpus/trajectories.parquet"
+    )
+
+
+def removal_inputs(data_root):
+    """The per-trajectory verdicts the training corpus of a source leaves out (decontamination, judge)."""
+    paths = (
+        [f"{data_root}/corpus/decontamination.parquet"] if DECONTAM["enabled"] and DECONTAM["remove"] else []
+    )
+    return paths + ([f"{data_root}/corpus/judge.parquet"] if JUDGE["enabled"] else [])
+
+
+def hygiene_reports(data_root):
+    """The counts of the decontamination and judge stages of a source (reported in corpus/train/stats.json)."""
+    return {
+        **({"decontamination": f"{data_root}/corpus/decontamination.json"} if DECONTAM["enabled"] else {}),
+        **({"judge": f"{data_root}/corpus/judge.json"} if JUDGE["enabled"] else {}),
+    }
+
+
+def common_tasks_input():
+    """Every source's trajectories (task ids) when corpus.common_tasks is on."""
+    if not config["corpus"]["common_tasks"]:
+        return []
+    return [f"{root(s)}/corpus/trajectories.parquet" for s in SOURCES]
+
+
 def student_build_output():
     return config["student"]["model"] if config["student"].get("build") else []
 
 
-def corpus_source_input():
+def corpus_source_input(src=None):
     """The corpus files as inputs when local (so edits rerun normalize); nothing for a hub id."""
-    src = config["corpus"]["source"]
-    if config["corpus"].get("collect") or Path(src).exists():
-        return src
+    s = spec(src)
+    if s.get("collect") or Path(s["source"]).exists():
+        return s["source"]
     return []
 
 
@@ -129,4 +207,6 @@ def all_targets():
         f"{R}/subsets/summary.csv",
         f"{R}/diagnostics/bias.csv",
         *[f"{R}/horizons/K{k}.parquet" for k in G.horizons],  # what each horizon keeps, per trajectory
+        *[f"{root(s)}/horizons/K{k}.parquet" for s in G.compared for k in G.horizons_of(s)],
+        f"{R}/figures/corpus.png",
     ]

@@ -1,22 +1,23 @@
 # Corpus stages: download -> normalize (+ the student and, for the demo, a collected corpus).
+# Per source: {D} is its data root (results/ for the study's corpus, results/sources/<name>/ for another).
 
 
 rule download:
     """Fetch the chosen configs of a hub dataset (or reference a local file/directory)."""
     input:
-        corpus_source_input(),
+        lambda wc: corpus_source_input(source_of(wc)),
     output:
-        f"{R}/corpus/raw/manifest.json",
+        "{D}/corpus/raw/manifest.json",
     log:
-        f"{R}/logs/download.log",
+        "{D}/logs/download.log",
     benchmark:
-        timing("corpus", "download")
+        dtiming("corpus", "download")
     localrule: True
     params:
-        source=config["corpus"]["source"],
-        configs=config["corpus"]["configs"],
-        patterns=config["corpus"]["config_patterns"],
-        revision=config["corpus"]["revision"],
+        source=lambda wc: spec(source_of(wc))["source"],
+        configs=lambda wc: spec(source_of(wc))["configs"],
+        patterns=lambda wc: spec(source_of(wc))["config_patterns"],
+        revision=lambda wc: spec(source_of(wc))["revision"],
     script:
         f"{SCRIPTS}/download.py"
 
@@ -24,18 +25,18 @@ rule download:
 rule normalize:
     """Completed trajectories once each; everything else in quarantine with a reason."""
     input:
-        f"{R}/corpus/raw/manifest.json",
+        "{D}/corpus/raw/manifest.json",
     output:
-        trajectories=f"{R}/corpus/trajectories.parquet",
-        quarantine=f"{R}/corpus/quarantine.parquet",
-        stats=f"{R}/corpus/stats.json",
+        trajectories="{D}/corpus/trajectories.parquet",
+        quarantine="{D}/corpus/quarantine.parquet",
+        stats="{D}/corpus/stats.json",
     log:
-        f"{R}/logs/normalize.log",
+        "{D}/logs/normalize.log",
     benchmark:
-        timing("corpus", "normalize")
+        dtiming("corpus", "normalize")
     threads: 1
     params:
-        confirmation=config["corpus"]["confirmation_pattern"],
+        confirmation=lambda wc: spec(source_of(wc))["confirmation_pattern"],
     script:
         f"{SCRIPTS}/normalize.py"
 
@@ -78,22 +79,28 @@ if config["student"].get("build"):
             f"{SCRIPTS}/build_student.py"
 
 
-if config["corpus"].get("collect"):
+# The demo's corpora: the scripted teacher solves the bundled tasks through the real harness, one
+# rule per collected source (collect_corpus for the study's corpus, collect_corpus_<name> for another).
+for _src in SOURCES:
+    _collect = spec(_src).get("collect")
+    if not _collect:
+        continue
 
-    rule collect_corpus:
-        """The demo's corpus: the scripted teacher solves the bundled tasks through the real harness."""
+    rule:
+        name:
+            "collect_corpus" if _src == SOURCES[0] else f"collect_corpus_{_src.replace('-', '_')}"
         input:
-            tasks=f"{R}/benchmarks/{config['corpus']['collect']['tasks']}/tasks.json",
+            tasks=f"{R}/benchmarks/{_collect['tasks']}/tasks.json",
             template=prompt_template() if config["eval"]["prompt_template"] else [],
         output:
-            config["corpus"]["source"],
+            spec(_src)["source"],
         log:
-            f"{R}/logs/collect_corpus.log",
+            f"{root(_src)}/logs/collect_corpus.log",
         benchmark:
-            timing("corpus", "collect_corpus")
-        threads: config["corpus"]["collect"]["concurrency"]
+            f"{root(_src)}/logs/timing/corpus/collect_corpus.tsv"
+        threads: _collect["concurrency"]
         params:
-            collect=config["corpus"]["collect"],
+            collect=_collect,
             sandbox=config["eval"]["sandbox"],
             options=config["eval"]["sandbox_options"],
             seed=config["seed"],

@@ -32,6 +32,32 @@ TABLES = {
         caption="../report/episodes_table.rst",  # episodes.rst is the histogram's
     ),
 }
+# Per source (README: Corpus statistics, Teacher comparison): the files that describe its corpus.
+CORPUS_INPUT = dict(
+    statistics=[f"{root(s)}/corpus/statistics.json" for s in SOURCES],
+    lengths=[f"{root(s)}/horizons/K{G.horizons_of(s)[0]}.parquet" for s in SOURCES],
+    quality=[f"{root(s)}/corpus/quality.parquet" for s in SOURCES],
+    train_stats=[f"{root(s)}/corpus/train/stats.json" for s in SOURCES] if FILTERS_ON else [],
+)
+CORPUS_PARAMS = dict(source_names=SOURCE_LABELS, source_horizons=list(G.source_horizons))
+TABLES["corpus"] = dict(input=CORPUS_INPUT, models=[], params=CORPUS_PARAMS)
+if G.compared:  # a teacher comparison: every source's students at the compared horizons
+    TEACHER_MODELS = [str(ModelName.single(k, s)) for s in [None, *G.compared] for k in G.source_horizons]
+    TABLES["teachers"] = dict(
+        input=dict(
+            **CORPUS_INPUT,
+            rollouts=[r for m in TEACHER_MODELS for r in rollouts(model=m)],
+            manifests=MANIFESTS,
+        ),
+        models=TEACHER_MODELS,
+        params=CORPUS_PARAMS,
+    )
+
+
+# Every table's caption notes how clean the training data was (decontamination, judge), per source.
+HYGIENE = (
+    [f"{root(s)}/corpus/train/stats.json" for s in SOURCES] if DECONTAM["enabled"] or JUDGE["enabled"] else []
+)
 
 
 for _table, _spec in TABLES.items():
@@ -41,6 +67,7 @@ for _table, _spec in TABLES.items():
             f"table_{_table}"
         input:
             **_spec["input"],
+            hygiene=HYGIENE,
         output:
             md=report(
                 f"{R}/tables/{_table}.md",
@@ -56,9 +83,11 @@ for _table, _spec in TABLES.items():
         localrule: True
         params:
             **EVAL_PARAMS,
+            **_spec.get("params", {}),
             table=_table,
             models=_spec["models"],
             h1=G.h1,
+            hygiene_sources=SOURCE_LABELS,
         script:
             f"{SCRIPTS}/report.py"
 
@@ -99,6 +128,24 @@ rule figures:
         models=MODELS,
     script:
         f"{SCRIPTS}/figures.py"
+
+
+rule corpus_figures:
+    """TOR distribution, turns per trajectory and the most frequent commands of every source's corpus."""
+    input:
+        statistics=CORPUS_INPUT["statistics"],
+        lengths=CORPUS_INPUT["lengths"],
+    output:
+        report(f"{R}/figures/corpus.png", category="Figures", caption="../report/corpus_figure.rst"),
+    log:
+        f"{R}/logs/report/corpus_figures.log",
+    benchmark:
+        timing("report", "report/corpus_figures")
+    localrule: True
+    params:
+        source_names=SOURCE_LABELS,
+    script:
+        f"{SCRIPTS}/corpus_figures.py"
 
 
 rule paired:

@@ -41,10 +41,13 @@ rule merge_scores:
 
 
 rule select:
-    """Top / Bottom / Random ceil(rho*n) of the scored pool (or all of it)."""
+    """Top / Bottom / Random ceil(rho*n) of the scored pool (or all of it); TOR-Top / TOR-Bottom by TOR."""
     input:
-        scores=f"{R}/scores/H{G.h1}-{{h2}}/scores.parquet",
+        scores=lambda wc: (
+            [] if wc.selection.startswith("tor-") else f"{R}/scores/H{G.h1}-{wc.h2}/scores.parquet"
+        ),
         pool=f"{R}/horizons/pool-H{G.h1}-{{h2}}.parquet",
+        quality=lambda wc: f"{R}/corpus/quality.parquet" if wc.selection.startswith("tor-") else [],
     output:
         f"{R}/subsets/H{{h2}}/{{selection}}-{{rho}}.parquet",
     log:
@@ -82,7 +85,7 @@ rule subset_summary:
 rule diagnostics:
     """Per-step log-likelihood curves, the bias proxy B(H) and local difficulty (our reconstruction)."""
     input:
-        models=[f"{R}/models/{m}" for m in G.models if m.kind == "single"],
+        models=[f"{R}/models/{m}" for m in G.models if m.kind == "single" and not m.source],
         heldout=f"{R}/horizons/heldout.parquet",
         pools=[f"{R}/horizons/pool-H{G.h1}-{h2}.parquet" for h2 in G.h2s],
         subsets=[subset_file(s) for s in G.subsets],

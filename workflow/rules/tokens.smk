@@ -2,20 +2,22 @@
 
 
 rule tokenize:
-    """Shard i of the trajectories, serialized with the student's tokenizer (roles, turns kept)."""
+    """Shard i of the (training) trajectories, serialized with the student's tokenizer (roles, turns kept)."""
     input:
-        trajectories=f"{R}/corpus/trajectories.parquet",
+        trajectories=lambda wc: training_corpus(wc.D),
         student=STUDENT,
+        template=prompt_template() if config["train"]["observations"] == "drop" else [],
     output:
-        f"{R}/tokens/shard-{{i}}.parquet",
+        "{D}/tokens/shard-{i}.parquet",
     log:
-        f"{R}/logs/tokenize/shard-{{i}}.log",
+        "{D}/logs/tokenize/shard-{i}.log",
     benchmark:
-        timing("tokens", "tokenize/shard-{i}")
+        dtiming("tokens", "tokenize/shard-{i}")
     threads: config["tokenize"]["threads"]
     params:
         shards=config["tokenize"]["shards"],
         batch_rows=config["tokenize"]["batch_rows"],
+        observations=config["train"]["observations"],
     script:
         f"{SCRIPTS}/tokenize.py"
 
@@ -23,13 +25,13 @@ rule tokenize:
 rule horizons:
     """Per trajectory: tokens, assistant tokens and decision steps kept by horizon K."""
     input:
-        TOKEN_SHARDS,
+        lambda wc: token_shards(source_of(wc)),
     output:
-        f"{R}/horizons/K{{K}}.parquet",
+        "{D}/horizons/K{K}.parquet",
     log:
-        f"{R}/logs/horizons/K{{K}}.log",
+        "{D}/logs/horizons/K{K}.log",
     benchmark:
-        timing("tokens", "horizons/K{K}")
+        dtiming("tokens", "horizons/K{K}")
     script:
         f"{SCRIPTS}/horizons.py"
 
@@ -37,15 +39,15 @@ rule horizons:
 rule heldout:
     """Long trajectories kept out of training and scoring, for the diagnostics."""
     input:
-        f"{R}/horizons/K{max(G.horizons)}.parquet",
+        lambda wc: f"{wc.D}/horizons/K{max(G.horizons_of(source_of(wc)))}.parquet",
     output:
-        f"{R}/horizons/heldout.parquet",
+        "{D}/horizons/heldout.parquet",
     log:
-        f"{R}/logs/heldout.log",
+        "{D}/logs/heldout.log",
     benchmark:
-        timing("tokens", "heldout")
+        dtiming("tokens", "heldout")
     params:
-        min_tokens=max(G.horizons),
+        min_tokens=lambda wc: max(G.horizons_of(source_of(wc))),
         n_heldout=config["split"]["heldout"],
         seed=config["seed"],
     script:

@@ -4,17 +4,18 @@
 
 
 rule train_single:
-    """Full-parameter SFT on the first K tokens of every trajectory (loss on assistant tokens)."""
+    """Full-parameter SFT on the first K tokens of every trajectory (loss on assistant tokens);
+    single-K{K}@{source}: on another teacher's corpus."""
     input:
-        tokens=TOKEN_SHARDS,
-        heldout=f"{R}/horizons/heldout.parquet",
+        tokens=lambda wc: token_shards(at_source(wc)),
+        heldout=lambda wc: f"{root(at_source(wc))}/horizons/heldout.parquet",
         student=STUDENT,
     output:
-        protected(directory(f"{R}/models/{SINGLE}")),
+        protected(directory(f"{R}/models/{SINGLE}{{at}}")),
     log:
-        f"{R}/logs/train/{SINGLE}.log",
+        f"{R}/logs/train/{SINGLE}{{at}}.log",
     benchmark:
-        timing("train", f"train/{SINGLE}")
+        timing("train", f"train/{SINGLE}{{at}}")
     threads: 2
     params:
         horizon=lambda wc: int(wc.K),

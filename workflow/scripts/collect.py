@@ -14,4 +14,5 @@ with toolchain.temporary() as tools:
         concurrency=c["concurrency"],
         seed=snakemake.params.seed,
         sandbox_options={"toolchain": tools, **snakemake.params.options},
+        style=c["style"],
     )

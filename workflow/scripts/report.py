@@ -1,4 +1,5 @@
 from horizon.io import setup_logging
+from horizon.report.corpus import corpus_sources
 from horizon.report.tables import TableInputs, write_table
 
 setup_logging(snakemake.log[0])
@@ -17,5 +18,14 @@ write_table(
         summary=i.get("summary"),
         model_dirs=list(i.get("models", [])),
         h1=p.h1,
+        sources=corpus_sources(
+            p.get("source_names", []),
+            i.get("statistics", []),
+            i.get("lengths", []),
+            i.get("quality", []),
+            i.get("train_stats", []),
+        ),
+        source_horizons=p.get("source_horizons", []),
+        hygiene=list(zip(p.get("hygiene_sources", []), i.get("hygiene", []))),
     ),
 )

@@ -10,4 +10,6 @@ tokenize_shard(
     n_shards=snakemake.params.shards,
     batch_rows=snakemake.params.batch_rows,
     threads=snakemake.threads,
+    observations=snakemake.params.observations,
+    template=snakemake.input.get("template") or None,
 )

@@ -3,6 +3,12 @@
 Shard i of n takes the rows [i*N/n, (i+1)*N/n) of trajectories.parquet, reading only the row
 groups it needs; each shard is an independent job (Snakemake runs them in parallel), and inside a
 job the Rust tokenizer encodes a whole batch of turns on `threads` cores.
+
+`train.observations: drop` (the observation-masking ablation) removes the terminal output from the
+user turns after the first before serialization: the harness's framing around `{output}` in the
+prompt template's `observation` and `confirm` forms stays, so the turn structure is unchanged;
+other user turns (parse-error replies) are kept. Every shard records the setting in its parquet
+metadata (`horizon.observations`), which training checks.
 """
 
 from __future__ import annotations
@@ -65,6 +71,48 @@ def list_array(arrays: list[np.ndarray], dtype) -> pa.Array:
     return pa.ListArray.from_arrays(pa.array(offsets), pa.array(values))
 
 
+OBSERVATIONS_KEY = b"horizon.observations"
+
+
+def observation_forms(template_path: str | Path) -> list[tuple[str, str]]:
+    """(text before, text after) `{output}` in the template's observation and confirm turns."""
+    import yaml
+
+    data = yaml.safe_load(Path(template_path).read_text()) or {}
+    forms = []
+    for key in ("confirm", "observation"):  # the longer form first: it ends with the question
+        text = data.get(key)
+        if not isinstance(text, str) or "{output}" not in text:
+            raise ValueError(f"prompt template {template_path}: `{key}` lacks the placeholder {{output}}")
+        head, _, tail = text.partition("{output}")
+        forms.append((head, tail))
+    return forms
+
+
+def drop_observations(conversation: Sequence[dict], forms: Sequence[tuple[str, str]]) -> list[dict]:
+    """The conversation with the terminal output cut out of every user turn after the first."""
+    out = [dict(conversation[0])] if conversation else []
+    for m in conversation[1:]:
+        content = m["content"]
+        if m["role"] == "user":
+            for head, tail in forms:
+                at = content.find(head)
+                if at >= 0 and content.endswith(tail) and len(content) - at >= len(head) + len(tail):
+                    content = content[: at + len(head)] + tail  # a warnings prefix before the head stays
+                    break
+        out.append({"role": m["role"], "content": content})
+    return out
+
+
+def shards_observations(paths: Sequence[str | Path]) -> dict[str, str]:
+    """path -> the train.observations setting a token shard was made with (keep when unrecorded)."""
+    out = {}
+    for p in paths:
+        meta = pq.read_schema(p).metadata or {}
+        out[str(p)] = meta.get(OBSERVATIONS_KEY, b"keep").decode()
+    return out
+
+
 def tokens_table(traj_ids: list[str], serialized: list) -> pa.Table:
     return pa.Table.from_arrays(
         [
@@ -86,6 +134,8 @@ def tokenize_shard(
     n_shards: int,
     batch_rows: int = 256,
     threads: int | None = None,
+    observations: str = "keep",
+    template: str | Path | None = None,
 ) -> dict:
     if threads:
         # must be set before the tokenizer's thread pool starts
@@ -98,17 +148,23 @@ def tokenize_shard(
     t0 = time.perf_counter()
     serializer = ChatSerializer(load(tokenizer_path))
     load_s = time.perf_counter() - t0
+    if observations == "drop" and template is None:
+        raise ValueError("train.observations: drop needs the prompt template (its observation form)")
+    forms = observation_forms(template) if observations == "drop" else None
+    schema = TOKENS_SCHEMA.with_metadata({OBSERVATIONS_KEY: observations.encode()})
     n_rows = pq.ParquetFile(trajectories).metadata.num_rows
     start, stop = shard_range(n_rows, shard, n_shards)
     progress = Progress(f"tokenize shard {shard}/{n_shards}", stop - start, "trajectories", logger=log)
     n_tok = 0
     with atomic_path(out_path) as tmp:
-        writer = pq.ParquetWriter(tmp, TOKENS_SCHEMA, compression="zstd")
+        writer = pq.ParquetWriter(tmp, schema, compression="zstd")
         for batch in iter_row_range(trajectories, start, stop, ["traj_id", "conversations"], batch_rows):
             convs = batch.column("conversations").to_pylist()
+            if forms is not None:
+                convs = [drop_observations(c, forms) for c in convs]
             ser = serializer.serialize_batch(convs)
             table = tokens_table(batch.column("traj_id").to_pylist(), ser)
-            writer.write_table(table)
+            writer.write_table(table.replace_schema_metadata(schema.metadata))
             tokens = sum(len(s) for s in ser)
             n_tok += tokens
             progress.update(len(ser), tokens=tokens)

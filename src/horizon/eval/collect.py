@@ -36,6 +36,7 @@ def collect(
     seed: int = 0,
     sandbox_options: dict | None = None,
     date: str = "2026-01-01T00:00:00",
+    style: str = "careful",
 ) -> dict:
     tasks, errors = read_manifest(tasks_json)
     if errors:
@@ -50,7 +51,7 @@ def collect(
         task, variant = job
         ctx = RunContext(
             sandbox,
-            TeacherBackend(load_plan(task.path), variant),
+            TeacherBackend(load_plan(task.path), variant, style),
             template,
             AgentConfig(max_episodes=20, context_length=1 << 20),
             [],
@@ -67,10 +68,14 @@ def collect(
             rows[(task.id, variant)] = out
     if failures:
         raise RuntimeError("the teacher failed bundled tasks (a task or plan bug): " + "; ".join(failures))
-    return _write(rows, out_path, date, seed)
+    return _write(rows, out_path, date, seed, style)
 
 
-def _write(rows: dict, out_path, date: str, seed: int) -> dict:
+def _write(rows: dict, out_path, date: str, seed: int, style: str = "careful") -> dict:
+    # the careful teacher keeps its original names (its corpus is byte-identical to before styles)
+    model, run = (
+        ("scripted-teacher", "") if style == "careful" else (f"scripted-teacher-{style}", f"/{style}")
+    )
     n_tok = []
     with atomic_path(out_path) as tmp, open(tmp, "w") as fh:
         for (task_id, variant), out in sorted(rows.items()):
@@ -78,12 +83,12 @@ def _write(rows: dict, out_path, date: str, seed: int) -> dict:
             row = {
                 "conversations": msgs,
                 "agent": "horizon-terminus",
-                "model": "scripted-teacher",
+                "model": model,
                 "model_provider": "horizon",
                 "date": date,
                 "task": task_id,
                 "episode": f"episode-{out.record.episodes - 1}",
-                "run_id": str(uuid.uuid5(uuid.NAMESPACE_URL, f"horizon/{seed}/{task_id}/{variant}")),
+                "run_id": str(uuid.uuid5(uuid.NAMESPACE_URL, f"horizon/{seed}/{task_id}/{variant}{run}")),
                 "trial_name": f"{task_id}__v{variant}",
                 "enable_thinking": True,
             }

@@ -14,6 +14,10 @@ Variants make trajectories of different lengths and kinds:
   2  inspect, make the mistake, read the error, act, verify, complete, confirm     (reactive)
   3  inspect twice, mistake, act, verify twice, complete, confirm                   (longest)
 Without teacher.yaml it falls back to `ls -la` and the lines of solution/solve.sh.
+
+Two styles (a teacher comparison, corpus.collect.style): `careful` (above) inspects before acting;
+`blind` makes the same variants without the inspect turns: it acts on the task statement alone
+and reads the screen only to verify or to recover from its mistake. Both solve every task.
 """
 
 from __future__ import annotations
@@ -48,12 +52,19 @@ def load_plan(task_path: str | Path) -> dict:
     return plan
 
 
-def script(plan: dict, variant: int) -> list[tuple[str, list[str], bool]]:
+STYLES = ("careful", "blind")
+
+
+def script(plan: dict, variant: int, style: str = "careful") -> list[tuple[str, list[str], bool]]:
     """[(thought, commands, task_complete)] for a variant; the last two turns are complete+confirm."""
+    if style not in STYLES:
+        raise ValueError(f"unknown teacher style {style!r} (allowed: {', '.join(STYLES)})")
     inspect, steps, verify = plan["inspect"], plan["steps"], plan["verify"]
     mistake = plan.get("mistake")
     turns: list[tuple[str, list[str], bool]] = []
-    if variant == 0:
+    if style == "blind":
+        pass  # acts on the task statement alone
+    elif variant == 0:
         turns.append(("Look at the working directory first.", inspect[:1], False))
     elif variant == 3:
         turns.append(("Look at the working directory first.", inspect[:1], False))
@@ -65,6 +76,8 @@ def script(plan: dict, variant: int) -> list[tuple[str, list[str], bool]]:
         turns.append(
             (f"That failed: {mistake.get('why', 'the output shows an error')}. Fix it.", steps, False)
         )
+    elif style == "blind":
+        turns.append(("Do the task directly.", steps, False))
     else:
         turns.append(("Now do the task.", steps, False))
     if variant >= 1 and verify:
@@ -77,8 +90,8 @@ def script(plan: dict, variant: int) -> list[tuple[str, list[str], bool]]:
 
 
 class TeacherBackend(Backend):
-    def __init__(self, plan: dict, variant: int):
-        self.turns = script(plan, variant)
+    def __init__(self, plan: dict, variant: int, style: str = "careful"):
+        self.turns = script(plan, variant, style)
 
     def prompt_tokens(self, messages) -> int:
         return sum(len(m["content"]) // 4 + 4 for m in messages)

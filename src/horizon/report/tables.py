@@ -16,9 +16,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from horizon.grid import ModelName, order_models, parse_rollout_path
+from horizon.grid import TOR_SELECTIONS, ModelName, order_models, parse_rollout_path
 from horizon.io import write_text
 from horizon.report import layouts
+from horizon.report.corpus import TOR_NOTE, CorpusSource, corpus_table, hygiene_note, teachers_table
 from horizon.report.metrics import Cell, bootstrap_ci, build_cell, mean_sd, paired
 from horizon.report.render import DASH, Table, fmt
 
@@ -227,12 +228,19 @@ def tasks_table(cells, models, benches, eval_cfg) -> Table:
     return t
 
 
+def _budget_selections(summary: list[dict]) -> tuple[str, ...]:
+    """top, random, bottom, then the TOR selections the grid has (columns of the budget table)."""
+    present = {r["selection"] for r in summary}
+    return ("top", "random", "bottom", *[s for s in TOR_SELECTIONS if s in present])
+
+
 def _budget_rows(cells, summary: list[dict], bench: str, t: Table) -> list:
     keyed = {(int(r["H2"]), r["selection"], r["pct"]): r for r in summary}
+    sels = _budget_selections(summary)
     rows = []
     for h2, pct in sorted({(h, p) for (h, s, p) in keyed if s != "all"}, key=lambda x: (x[0], float(x[1]))):
         vals = []
-        for sel in ("top", "random", "bottom"):
+        for sel in sels:
             c = cells.get((str(ModelName.refine(h2, sel, pct)), bench))
             vals.append(fmt(*c.stat("success_attempts")) if c else DASH)
             if c:
@@ -240,9 +248,7 @@ def _budget_rows(cells, summary: list[dict], bench: str, t: Table) -> list:
                 n = int(keyed[(h2, sel, pct)]["n"]) if (h2, sel, pct) in keyed else None
                 t.tidy.append({"benchmark": bench, "H2": h2, "pct": pct, "selection": sel, "n": n,
                                "success_attempts_mean": mean, "success_attempts_sd": sd})  # fmt: skip
-        n = next(
-            (keyed[(h2, s, pct)]["n"] for s in ("top", "random", "bottom") if (h2, s, pct) in keyed), DASH
-        )
+        n = next((keyed[(h2, s, pct)]["n"] for s in sels if (h2, s, pct) in keyed), DASH)
         rows.append((f"H2={h2}", [str(h2), f"{pct}%", str(n), *vals]))
     for (h2, sel, pct), r in sorted(keyed.items(), key=lambda x: (x[0][0], x[0][1], float(x[0][2]))):
         if sel == "all":
@@ -250,7 +256,8 @@ def _budget_rows(cells, summary: list[dict], bench: str, t: Table) -> list:
             rows.append(
                 (
                     f"H2={h2}",
-                    [str(h2), "all", r["n"], fmt(*c.stat("success_attempts")) if c else DASH, "", ""],
+                    [str(h2), "all", r["n"], fmt(*c.stat("success_attempts")) if c else DASH]
+                    + [""] * (len(sels) - 1),
                 )
             )
     return rows
@@ -259,12 +266,19 @@ def _budget_rows(cells, summary: list[dict], bench: str, t: Table) -> list:
 def budget(cells, subsets_summary: str, benches, eval_cfg) -> Table:
     with open(subsets_summary, newline="") as fh:
         summary = list(csv.DictReader(fh))
-    cols = ["H2", "kept", "n", "top", "random", "bottom"]
+    sels = _budget_selections(summary)
+    cols = ["H2", "kept", "n", *[s.replace("tor-", "TOR-") for s in sels]]
+    tor = (
+        " TOR-top / TOR-bottom keep the subsets of the same size with the highest / lowest TOR instead of "
+        f"the highest / lowest likelihood under θ1. {TOR_NOTE}"
+        if len(sels) > 3
+        else ""
+    )
     t = Table(
         "Selection at equal budgets",
         "Success attempts (mean ± sd over repeats) of the refinement models trained "
         "on Top, Random and Bottom subsets of the same size (n trajectories) of the (H1, H2] scoring pool; "
-        "'all' refines on the whole pool.",
+        "'all' refines on the whole pool." + tor,
         cols,
     )
     for b in benches:
@@ -351,6 +365,9 @@ class TableInputs:
     summary: str | None = None
     model_dirs: Sequence[str] = ()
     h1: int = 0
+    sources: Sequence[CorpusSource] = ()  # corpus and teachers tables: one per source, the study's first
+    source_horizons: Sequence[int] = ()
+    hygiene: Sequence[tuple[str, str]] = ()  # (source, corpus/train/stats.json): the caption's data note
 
     def cells(self) -> dict[tuple[str, str], Cell]:
         return load_cells(self.rollouts, self.manifests, self.eval_cfg, self.report_cfg, self.models)
@@ -383,6 +400,8 @@ TABLES: dict[str, Callable[[TableInputs], Table]] = {
     "episodes": lambda i: layouts.episodes_table(
         i.rollouts, manifest_tasks(i.manifests), i.models, i.benches, i.eval_cfg
     ),
+    "corpus": lambda i: corpus_table(i.sources),
+    "teachers": lambda i: teachers_table(i.sources, i.cells(), i.benches, i.source_horizons, i.eval_cfg),
 }
 
 
@@ -391,6 +410,8 @@ def write_table(name: str, outputs: dict, inputs: TableInputs) -> Table:
     if name not in TABLES:
         raise ValueError(f"unknown table {name!r} (known: {', '.join(TABLES)})")
     t = TABLES[name](inputs)
+    note = hygiene_note(inputs.hygiene)
+    t.caption += f" {note}" if note else ""
     t.write(outputs["md"], outputs["csv"], outputs["tex"])
     return t
 

@@ -5,6 +5,11 @@ Bottom order by score, ties broken by traj_id; Random is one seeded permutation 
 trajectories (sorted by traj_id first, so the input order does not matter), and its rho subsets
 are nested like Top's and Bottom's. `all` keeps the whole pool, scored or not. Same inputs and
 seed: byte-identical files.
+
+TOR-Top / TOR-Bottom rank the same trajectories (those with an assistant token in the window, so n
+is the same and the budgets are equal) by their TOR (horizon.data.quality, our reconstruction)
+instead of a score under theta1: highest (lowest) first, ties by traj_id, trajectories without an
+action (no TOR) last. They need no scoring, only the pool and quality.parquet.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from horizon.grid import Subset, rho_token
+from horizon.grid import TOR_SELECTIONS, Subset, rho_token
 from horizon.io import write_csv, write_table
 
 log = logging.getLogger("horizon.score.select")
@@ -49,6 +54,39 @@ def select(scores: list[dict], selection: str, rho: float, seed: int) -> list[di
         else:
             raise ValueError(f"unknown selection {selection!r} (allowed: top, bottom, random, all)")
     return [{"traj_id": r["traj_id"], "score": r["score"], "rank": i + 1} for i, r in enumerate(chosen)]
+
+
+def select_by_tor(pool: list[dict], tor: dict[str, float], selection: str, rho: float) -> list[dict]:
+    """pool: rows with traj_id, n_window_tokens; tor: traj_id -> TOR (NaN without an action)."""
+    if selection not in TOR_SELECTIONS:
+        raise ValueError(f"unknown selection {selection!r} (allowed: {', '.join(TOR_SELECTIONS)})")
+    missing = [r["traj_id"] for r in pool if r["traj_id"] not in tor]
+    if missing:
+        raise ValueError(
+            f"quality.parquet has no TOR for {len(missing)} pool trajectories, e.g. {missing[0]}"
+        )
+    eligible = [r["traj_id"] for r in pool if r["n_window_tokens"] > 0]
+    sign = -1 if selection == "tor-top" else 1
+    ranked = sorted(
+        eligible, key=lambda t: (math.isnan(tor[t]), sign * tor[t] if not math.isnan(tor[t]) else 0, t)
+    )
+    chosen = ranked[: keep_count(rho, len(eligible))]
+    return [
+        {"traj_id": t, "score": None if math.isnan(tor[t]) else tor[t], "rank": i + 1}
+        for i, t in enumerate(chosen)
+    ]
+
+
+def write_tor_subset(
+    pool_path: str | Path, quality_path: str | Path, selection: str, rho: float, out_path: str | Path
+) -> list[dict]:
+    pool = pq.read_table(pool_path, columns=["traj_id", "n_window_tokens"]).to_pylist()
+    q = pq.read_table(quality_path, columns=["traj_id", "tor"])
+    tor = dict(zip(q.column("traj_id").to_pylist(), q.column("tor").to_pylist()))
+    chosen = select_by_tor(pool, {k: (math.nan if v is None else v) for k, v in tor.items()}, selection, rho)
+    log.info("%s-%s: %d of %d pool trajectories by TOR", selection, rho_token(rho), len(chosen), len(pool))
+    write_table(out_path, pa.Table.from_pylist(chosen, schema=SUBSET_SCHEMA))
+    return chosen
 
 
 def write_subset(

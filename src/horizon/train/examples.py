@@ -109,6 +109,7 @@ def build_examples(spec: TrainSpec) -> dict:
     meta_path = out.with_suffix(".json")
     if out.exists() and meta_path.exists():
         return json.loads(meta_path.read_text())
+    check_observations(spec.token_shards, spec.train.get("observations", "keep"))
     include, exclude = _ids(spec.include), _ids(spec.exclude) or set()
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + ".tmp")
@@ -138,6 +139,18 @@ def build_examples(spec: TrainSpec) -> dict:
         meta["tokens"], meta["supervised_tokens"],
     )  # fmt: skip
     return meta
+
+
+def check_observations(token_shards, wanted: str) -> None:
+    """The token shards were made with this train.observations setting (else they are stale)."""
+    from horizon.data.tokens import shards_observations
+
+    for path, made in shards_observations(token_shards).items():
+        if made != wanted:
+            raise ValueError(
+                f"{path}: tokenized with train.observations = {made}, but the config says {wanted}; "
+                "rerun the tokenize rule (snakemake -R tokenize)"
+            )
 
 
 class Examples:
