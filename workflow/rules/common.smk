@@ -46,6 +46,11 @@ DECONTAM_BENCHES = list(DECONTAM["benchmarks"] or G.benches)
 JUDGE_RUBRIC = JUDGE["rubric"] or f"{workflow.basedir}/workflow/judge/rubric.yaml"
 
 
+# the grid's own names, exactly: for paths that join two names with "-" (a source name may hold one)
+GRID_MODELS = "|".join(re.escape(m) for m in MODELS)
+GRID_BENCHES = "|".join(re.escape(b) for b in G.benches)
+
+
 # One image for every rule, used with `--sdm apptainer` (README: Software); without it, rules run
 # in the environment Snakemake runs in.
 container: config["software"]["container"]

@@ -162,9 +162,9 @@ rule paired:
         f"{R}/logs/report/paired-{{a}}-vs-{{b}}.log",
     benchmark:
         timing("report", "report/paired-{a}-vs-{b}")
-    wildcard_constraints:
-        a=wildcard_pattern(),
-        b=wildcard_pattern(),
+    wildcard_constraints:  # `{a}-vs-{b}` splits one way only: the grid's own names
+        a=GRID_MODELS,
+        b=GRID_MODELS,
     localrule: True
     params:
         **EVAL_PARAMS,
@@ -191,9 +191,9 @@ rule cancellation:
         f"{R}/logs/report/cancellation-{{a}}-vs-{{b}}.log",
     benchmark:
         timing("report", "report/cancellation-{a}-vs-{b}")
-    wildcard_constraints:
-        a=wildcard_pattern(),
-        b=wildcard_pattern(),
+    wildcard_constraints:  # `{a}-vs-{b}` splits one way only: the grid's own names
+        a=GRID_MODELS,
+        b=GRID_MODELS,
     localrule: True
     params:
         **EVAL_PARAMS,
@@ -216,6 +216,9 @@ rule annotations:
         f"{R}/logs/report/annotations/{{model}}-{{bench}}.log",
     benchmark:
         timing("report", "report/annotations/{model}-{bench}")
+    wildcard_constraints:  # `{model}-{bench}` splits one way only: the grid's own names
+        model=GRID_MODELS,
+        bench=GRID_BENCHES,
     localrule: True
     params:
         model=lambda wc: wc.model,

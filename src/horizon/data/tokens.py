@@ -75,17 +75,25 @@ OBSERVATIONS_KEY = b"horizon.observations"
 
 
 def observation_forms(template_path: str | Path) -> list[tuple[str, str]]:
-    """(text before, text after) `{output}` in the template's observation and confirm turns."""
+    """(text before, text after) the terminal output in the template's confirm and observation turns.
+
+    In a template of horizon.eval.prompts' format 2 the terminal output is itself framed
+    (`terminal_new`, or `terminal_screen` when the earlier output scrolled away), so each turn is
+    composed with both framings; an older template has the framing in the turn itself."""
     import yaml
 
     data = yaml.safe_load(Path(template_path).read_text()) or {}
+    framings = [
+        data[k].replace("{screen}", "{output}") for k in ("terminal_new", "terminal_screen") if k in data
+    ]
     forms = []
     for key in ("confirm", "observation"):  # the longer form first: it ends with the question
         text = data.get(key)
         if not isinstance(text, str) or "{output}" not in text:
             raise ValueError(f"prompt template {template_path}: `{key}` lacks the placeholder {{output}}")
-        head, _, tail = text.partition("{output}")
-        forms.append((head, tail))
+        for framing in framings or ["{output}"]:
+            head, _, tail = text.replace("{output}", framing).partition("{output}")
+            forms.append((head, tail))
     return forms
 
 
