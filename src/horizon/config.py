@@ -106,6 +106,7 @@ def check_grid(cfg: Mapping) -> None:
         raise ConfigError(
             "config key eval.prompt_template: required with corpus.collect (the corpus does not exist yet)"
         )
+    _check_dmpo(cfg)
     names = set(Grid.from_config(cfg).model_names)
     for i, pair in enumerate(cfg["report"]["paired"]):
         for m in pair:
@@ -118,3 +119,40 @@ def load(path: str | Path) -> dict:
     with open(path) as fh:
         raw = yaml.safe_load(fh) or {}
     return validate(raw)
+
+
+def _same_place(a: Mapping, b: Mapping) -> bool:
+    """Two task sets that name the same directory or the same hub dataset."""
+    if a.get("hf") or b.get("hf"):
+        return a.get("hf") == b.get("hf")
+    return Path(a["path"]).resolve() == Path(b["path"]).resolve()
+
+
+def _check_dmpo(cfg: Mapping) -> None:
+    """DMPO's policy is a model of the grid; its training tasks are given and are not a benchmark."""
+    from horizon.grid import Grid, ModelName, default_policy
+
+    d = cfg.get("dmpo") or {}
+    if not d.get("enabled"):
+        return
+    policy = d.get("policy") or default_policy(cfg)
+    try:
+        kind = ModelName.parse(policy).kind
+    except ValueError as e:
+        raise ConfigError(f"config key dmpo.policy: {e}") from None
+    names = [str(m) for m in Grid.from_config({**cfg, "dmpo": {}}).models]
+    if kind == "dmpo" or (policy not in names and policy != "base"):
+        raise ConfigError(
+            f"config key dmpo.policy: {policy!r} is not an SFT model of the grid (allowed: {_allowed(names)})"
+        )
+    tasks = d.get("tasks")
+    if not tasks:
+        raise ConfigError("config key dmpo.tasks: required when dmpo.enabled (the training task set)")
+    if ("path" in tasks) == ("hf" in tasks):
+        raise ConfigError("config key dmpo.tasks: give exactly one of `path` or `hf`")
+    for name, bench in cfg["eval"]["benchmarks"].items():
+        if _same_place(tasks, bench):
+            raise ConfigError(
+                f"config key dmpo.tasks: {tasks.get('path') or tasks.get('hf')} is the evaluated benchmark "
+                f"{name!r}; DMPO trains on a task set kept apart from every benchmark"
+            )

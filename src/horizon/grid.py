@@ -8,6 +8,8 @@ every table. Its grammar is defined here and nowhere else:
     refine-H{H2}-{selection}-{rho}    refinement from theta1 = single-K{H1} on a subset of the
                                       (H1, H2] scoring pool: top | bottom | random (a fraction rho
                                       of the pool) or all (rho = 100)
+    dmpo-{policy}                     DMPO preference refinement of {policy} (any of the names above)
+                                      on its own successes and failures (horizon.dmpo)
 
 rho appears as a percentage written without loss (`rho_token`): 0.25 -> "25", 0.333 -> "33.3",
 so the path names the configured value and the selection reads the configured value back (never
@@ -27,6 +29,7 @@ RHO = r"\d+(?:\.\d+)?"
 # the names as Snakemake wildcard patterns (rules use these; ModelName formats them)
 SINGLE = "single-K{K}"
 REFINE = "refine-H{h2}-{selection}-{rho}"
+DMPO = "dmpo-{policy}"
 
 
 def rho_token(rho: float) -> str:
@@ -42,14 +45,15 @@ def _alternation(words) -> str:
 class ModelName:
     """A parsed model name; `str()` gives it back, `parse()` reads one."""
 
-    kind: str  # base | single | refine
+    kind: str  # base | single | refine | dmpo
     horizon: int | None = None  # K (single) or H2 (refine)
     selection: str | None = None  # refine only
     rho: str | None = None  # refine only: the rho token
+    policy: ModelName | None = None  # dmpo only: the model it refines (never itself a dmpo model)
 
-    PATTERN = re.compile(
-        rf"^(?:(?P<base>base)|single-K(?P<k>\d+)|refine-H(?P<h2>\d+)-(?P<sel>{_alternation((*SELECTIONS, ALL))})-(?P<rho>{RHO}))$"
-    )
+    # the SFT models; a dmpo name is "dmpo-" + one of them
+    SFT = rf"(?:(?P<base>base)|single-K(?P<k>\d+)|refine-H(?P<h2>\d+)-(?P<sel>{_alternation((*SELECTIONS, ALL))})-(?P<rho>{RHO}))"
+    PATTERN = re.compile(rf"^(?P<dmpo>dmpo-)?{SFT}$")
 
     @classmethod
     def base(cls) -> ModelName:
@@ -64,23 +68,35 @@ class ModelName:
         return cls("refine", int(h2), selection, rho)
 
     @classmethod
+    def dmpo(cls, policy: ModelName | str) -> ModelName:
+        policy = cls.parse(policy) if isinstance(policy, str) else policy
+        if policy.kind == "dmpo":
+            raise ValueError(f"dmpo-{policy}: the policy of a DMPO model is an SFT model, not {policy}")
+        return cls("dmpo", policy=policy)
+
+    @classmethod
     def parse(cls, name: str) -> ModelName:
         m = cls.PATTERN.match(name)
         if not m:
             raise ValueError(
-                f"{name!r} is not a model name (base, single-K<K>, refine-H<H2>-<selection>-<rho%>)"
+                f"{name!r} is not a model name (base, single-K<K>, refine-H<H2>-<selection>-<rho%>, "
+                "dmpo-<one of those>)"
             )
         if m["base"]:
-            return cls.base()
-        if m["k"]:
-            return cls.single(int(m["k"]))
-        return cls.refine(int(m["h2"]), m["sel"], m["rho"])
+            sft = cls.base()
+        elif m["k"]:
+            sft = cls.single(int(m["k"]))
+        else:
+            sft = cls.refine(int(m["h2"]), m["sel"], m["rho"])
+        return cls.dmpo(sft) if m["dmpo"] else sft
 
     def __str__(self) -> str:
         if self.kind == "base":
             return "base"
         if self.kind == "single":
             return SINGLE.format(K=self.horizon)
+        if self.kind == "dmpo":
+            return DMPO.format(policy=self.policy)
         return REFINE.format(h2=self.horizon, selection=self.selection, rho=self.rho)
 
     @property
@@ -90,6 +106,8 @@ class ModelName:
     @property
     def label(self) -> str:
         """How tables name the model."""
+        if self.kind == "dmpo":
+            return f"DMPO from {self.policy.label}"
         if self.kind == "base":
             return "base (untrained)"
         if self.kind == "single":
@@ -100,6 +118,8 @@ class ModelName:
     @property
     def group(self) -> str:
         """The block of rows a table puts the model in."""
+        if self.kind == "dmpo":
+            return "preference refinement (DMPO)"
         if self.kind == "base":
             return "reference"
         if self.kind == "single":
@@ -108,7 +128,9 @@ class ModelName:
 
     @property
     def sort_key(self) -> tuple:
-        """Table order: base, single-stage by K, then refinements by H2, rho and selection."""
+        """Table order: base, single-stage by K, refinements by H2, rho and selection, then DMPO models."""
+        if self.kind == "dmpo":
+            return (3, *self.policy.sort_key)
         if self.kind == "base":
             return (0, 0, 0.0, 0)
         if self.kind == "single":
@@ -119,6 +141,20 @@ class ModelName:
 def wildcard_pattern() -> str:
     """The `model` wildcard's constraint: the grammar without anchors or named groups."""
     return re.sub(r"\(\?P<\w+>", "(?:", ModelName.PATTERN.pattern[1:-1])
+
+
+def policy_pattern() -> str:
+    """The `policy` wildcard's constraint (the models a DMPO model can refine): no dmpo- prefix."""
+    return re.sub(r"\(\?P<\w+>", "(?:", ModelName.SFT)
+
+
+def default_policy(cfg: Mapping) -> str:
+    """dmpo.policy when config leaves it null: the Top selection at the largest H2 and rho of the grid
+    (the paper grid: refine-H16384-top-75), else the single-stage model at the longest horizon."""
+    ref = cfg["refine"]
+    if "top" in ref["selections"] and ref["rho"]:
+        return str(ModelName.refine(max(ref["h2"]), "top", rho_token(max(ref["rho"]))))
+    return str(ModelName.single(max(cfg["horizons"])))
 
 
 def order_models(names) -> list[str]:
@@ -159,6 +195,7 @@ class Grid:
     benches: tuple[str, ...]
     repeats: tuple[int, ...]
     _rho: dict = field(default_factory=dict, compare=False, repr=False)
+    dmpo: ModelName | None = None  # the DMPO model when dmpo.enabled (its policy is dmpo.policy)
 
     @classmethod
     def from_config(cls, cfg: Mapping) -> Grid:
@@ -172,6 +209,11 @@ class Grid:
         models = [ModelName.base()] if cfg["eval"].get("include_base") else []
         models += [ModelName.single(k) for k in cfg["horizons"]]
         models += [s.model for s in subsets]
+        dmpo_cfg = cfg.get("dmpo") or {}
+        dmpo = None
+        if dmpo_cfg.get("enabled"):
+            dmpo = ModelName.dmpo(dmpo_cfg.get("policy") or default_policy(cfg))
+            models.append(dmpo)
         return cls(
             horizons=tuple(cfg["horizons"]),
             h1=ref["h1"],
@@ -181,6 +223,7 @@ class Grid:
             benches=tuple(cfg["eval"]["benchmarks"]),
             repeats=tuple(range(cfg["eval"]["repeats"])),
             _rho={(s.h2, s.selection, s.token): s.rho for s in subsets},
+            dmpo=dmpo,
         )
 
     @property

@@ -44,11 +44,13 @@ def first_node(env: dict) -> str:
         return head
 
 
-def launch_command(spec_path: str, env: dict, gpus: int, cpu_processes: int) -> list[str]:
+def launch_command(
+    spec_path: str, env: dict, gpus: int, cpu_processes: int, module: str = "horizon.train.worker"
+) -> list[str]:
     nodes = slurm_nodes(env)
     per_node = gpus if gpus > 0 else cpu_processes
     torchrun = [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={per_node}"]
-    worker = ["-m", "horizon.train.worker", spec_path]
+    worker = ["-m", module, spec_path]
     if nodes > 1:
         port = 29500 + int(env["SLURM_JOB_ID"]) % 2000
         return [
@@ -61,9 +63,16 @@ def launch_command(spec_path: str, env: dict, gpus: int, cpu_processes: int) -> 
 
 
 def train_model(spec: TrainSpec, threads: int = 1, log_path: str | None = None) -> None:
+    build_examples(spec)
+    run_workers(spec, threads, log_path)
+
+
+def run_workers(
+    spec, threads: int = 1, log_path: str | None = None, module: str = "horizon.train.worker"
+) -> None:
+    """Save the spec beside the checkpoints and run `module` on it with torchrun (or srun + torchrun)."""
     import torch
 
-    build_examples(spec)
     ckpt = Path(spec.checkpoints)
     ckpt.mkdir(parents=True, exist_ok=True)
     spec_path = ckpt / "spec.json"
@@ -75,7 +84,7 @@ def train_model(spec: TrainSpec, threads: int = 1, log_path: str | None = None) 
     env["TOKENIZERS_PARALLELISM"] = "false"
     if log_path:
         env["HORIZON_LOG"] = str(Path(log_path).resolve())
-    cmd = launch_command(str(spec_path), env, gpus, spec.train["cpu_processes"])
+    cmd = launch_command(str(spec_path), env, gpus, spec.train["cpu_processes"], module)
     log.info("%s: %s", spec.name, shlex.join(cmd))
     proc = subprocess.run(cmd, env=env)
     if proc.returncode != 0:
