@@ -1,6 +1,7 @@
 """`make demo`'s run, end to end on this CPU: the tables mean something."""
 
 import csv
+import json
 import subprocess
 import sys
 
@@ -16,6 +17,7 @@ def demo_config(tmp_path):
     cfg = yaml.safe_load((REPO / "demo" / "config.yaml").read_text())
     cfg["eval"]["benchmarks"]["demo"]["path"] = str(REPO / "demo" / "tasks")
     cfg["eval"]["prompt_template"] = str(REPO / "demo" / "prompt.yaml")
+    cfg["dmpo"]["tasks"]["path"] = str(REPO / "demo" / "train-tasks")
     return write_config(tmp_path / "config.yaml", cfg)
 
 
@@ -41,9 +43,11 @@ def test_the_demo_runs_end_to_end_and_shows_the_horizon_effect(tmp_path, local_e
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "results/tables/reliability.md" in proc.stdout and "| model | success attempts" in proc.stdout
-    # the time by stage, read from every job's benchmark file: 16 rollout jobs, 7 training jobs
+    # the time by stage, read from every job's benchmark file: 18 rollout jobs, 8 training jobs (DMPO's
+    # included), and DMPO's preference data (tasks, rollouts, pairs, reference)
     stages = {line.split()[0]: line.split() for line in proc.stdout.splitlines() if line.startswith("  ")}
-    assert "Wall time" in proc.stdout and stages["rollout"][3] == "16" and stages["train"][3] == "7", stages
+    assert "Wall time" in proc.stdout and stages["rollout"][3] == "18" and stages["train"][3] == "8", stages
+    assert stages["dmpo"][3] == "4", stages
     tables = tmp_path / "results" / "tables"
     for name in ("reliability", "cost", "behaviour", "budget", "tasks"):
         for ext in ("md", "csv", "tex"):
@@ -52,6 +56,9 @@ def test_the_demo_runs_end_to_end_and_shows_the_horizon_effect(tmp_path, local_e
         latex = compile_latex((tables / f"{name}.tex").read_text(), tmp_path)
         assert latex.returncode == 0, f"{name}.tex: {latex.stdout[-2000:]}"
     assert (tables / "paired-single-K384-vs-refine-H640-top-50.md").exists()
+    assert (tables / "paired-single-K640-vs-dmpo-single-K640.md").exists()
+    pairs = json.loads((tmp_path / "results" / "dmpo" / "single-K640" / "pairs.json").read_text())
+    assert pairs["pairs"] > 0 and pairs["tasks"] == 6
     for fig in (
         "passk-demo.png",
         "tasks-demo.png",
@@ -73,6 +80,7 @@ def test_the_demo_runs_end_to_end_and_shows_the_horizon_effect(tmp_path, local_e
             "refine-H640-bottom-50",
             "refine-H640-random-50",
             "refine-H640-all-100",
+            "dmpo-single-K640",
         )
     )
     # the tables and figures go into Snakemake's HTML report with their captions

@@ -100,3 +100,14 @@ def all_targets():
         f"{R}/diagnostics/bias.csv",
         *[f"{R}/horizons/K{k}.parquet" for k in G.horizons],  # what each horizon keeps, per trajectory
     ]
+
+
+# DMPO (workflow/rules/dmpo.smk)
+def policy_dir(wildcards):
+    """The policy's weights (base: the student, read through student.json by the scripts)."""
+    return STUDENT if wildcards.policy == "base" else f"{R}/models/{wildcards.policy}"
+
+
+def dmpo_train_settings():
+    """train.* with DMPO's own learning rate and epochs."""
+    return {**config["train"], "lr": config["dmpo"]["lr"], "epochs": config["dmpo"]["epochs"]}

@@ -12,16 +12,6 @@ wildcard_constraints:
     shard=r"\d+",
 
 
-def policy_dir(wildcards):
-    """The policy's weights (base: the student, read through student.json by the scripts)."""
-    return STUDENT if wildcards.policy == "base" else f"{R}/models/{wildcards.policy}"
-
-
-def dmpo_train_settings():
-    """train.* with DMPO's own learning rate and epochs."""
-    return {**config["train"], "lr": config["dmpo"]["lr"], "epochs": config["dmpo"]["epochs"]}
-
-
 rule dmpo_tasks:
     """The training tasks' manifest; a task that is also an evaluated benchmark task stops the run."""
     input:
@@ -36,7 +26,7 @@ rule dmpo_tasks:
     params:
         tasks=config["dmpo"]["tasks"],
         benches=G.benches,
-        dest=f"{R}/dmpo",
+        dest=lambda wc, output: os.path.dirname(output[0]),
     script:
         f"{SCRIPTS}/dmpo_tasks.py"
 

@@ -16,10 +16,11 @@ alpha = (1, 0, ..., 0) and alpha_t = (T - t + 1) / T.
 
 Memory: the policy's per-token log-probs never need a [T, vocab] tensor. The trunk runs once; the
 LM head runs over the target positions only, `chunk` rows at a time, twice: a pass without
-gradient gives the per-turn log-probs, hence the loss and its derivative c_i with respect to every
-target's log-prob; a second pass computes sum_i c_i log p_i with its gradient made chunk by chunk
-while the chunk's logits exist (so the head weight is needed in the forward pass only, as ZeRO-3
-gathers it). The value returned is the loss; its gradient is the loss's exact gradient.
+gradient gives the per-token log-probs and log-sum-exps, hence the per-turn sums, the loss and its
+derivative c_i with respect to every target's log-prob; a second pass makes the gradient of
+sum_i c_i log p_i chunk by chunk while the chunk's logits exist (so the head weight is needed in
+the forward pass only, as ZeRO-3 gathers it). The value returned is the loss; its gradient is the
+loss's exact gradient.
 `turn_objective` is the one entry point (the shared chunked LM-head path can replace its two passes).
 """
 
@@ -94,60 +95,69 @@ def _matmul_dtype(weight: torch.Tensor) -> torch.dtype:
     return weight.dtype
 
 
-def _softmax_parts(logits: torch.Tensor, targets: torch.Tensor):
-    """(log p of the targets in float64, exp(logits - max) in fp32 worked in place, its row sums)."""
+def _logprobs_and_lse(logits: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(log p of the targets, log-sum-exp of each row), fp32 arithmetic in one [chunk, vocab] buffer in place."""
     z = logits.float()
     picked = z.gather(1, targets.unsqueeze(1)).squeeze(1)
     shift = z.amax(dim=1, keepdim=True)
-    total = z.sub_(shift).exp_().sum(dim=1)
-    logp = (picked - shift.squeeze(1)).double() - total.log().double()
-    return logp, z, total
+    lse = z.sub_(shift).exp_().sum(dim=1).log_() + shift.squeeze(1)
+    return picked - lse, lse
+
+
+def _chunk_pass(weight, hidden, rows, targets, chunk, fn) -> None:
+    """fn(start, rows, targets, hidden rows, weight, logits) for each `chunk` of rows, in the matmul dtype."""
+    w = weight.to(_matmul_dtype(weight))  # cast once, not per chunk
+    for s in range(0, len(rows), chunk):
+        h = hidden[rows[s : s + chunk]].to(w.dtype)
+        fn(s, rows[s : s + chunk], targets[s : s + chunk], h, w, F.linear(h, w))
 
 
 @torch.no_grad()
-def token_logprobs(
-    weight: torch.Tensor, hidden: torch.Tensor, rows: torch.Tensor, targets: torch.Tensor, chunk: int
-) -> torch.Tensor:
+def logprobs_and_lse(weight, hidden, rows, targets, chunk: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """log p(targets[i] | hidden[rows[i]]) under the head `weight` [vocab, d] (float64), and each row's
+    log-sum-exp (fp32), `chunk` rows at a time."""
+    logp = torch.empty(len(rows), dtype=torch.float64, device=hidden.device)
+    lse = torch.empty(len(rows), dtype=torch.float32, device=hidden.device)
+
+    def one(s, idx, y, h, w, logits):
+        lp, ls = _logprobs_and_lse(logits, y)
+        logp[s : s + len(y)], lse[s : s + len(y)] = lp.double(), ls
+
+    _chunk_pass(weight, hidden, rows, targets, chunk, one)
+    return logp, lse
+
+
+def token_logprobs(weight, hidden, rows, targets, chunk: int) -> torch.Tensor:
     """log p(targets[i] | hidden[rows[i]]) under the head `weight` [vocab, d], float64, `chunk` rows at a time."""
-    out = torch.empty(len(rows), dtype=torch.float64, device=hidden.device)
-    w = weight.to(_matmul_dtype(weight))
-    for s in range(0, len(rows), chunk):
-        h = hidden[rows[s : s + chunk]].to(w.dtype)
-        out[s : s + len(h)] = _softmax_parts(F.linear(h, w), targets[s : s + chunk])[0]
-    return out
+    return logprobs_and_lse(weight, hidden, rows, targets, chunk)[0]
 
 
-class _WeightedLogprobSum(torch.autograd.Function):
-    """sum_i coef[i] * log p(targets[i] | hidden[rows[i]]); its gradient is made chunk by chunk in forward."""
+class _WeightedLogprobGrad(torch.autograd.Function):
+    """A zero whose gradient is that of sum_i coef[i] * log p(targets[i] | hidden[rows[i]]), made chunk by
+    chunk in forward from the rows' log-sum-exp (the sum's value is the caller's: it has the log-probs)."""
 
     @staticmethod
-    def forward(ctx, hidden, weight, rows, targets, coef, chunk):
+    def forward(ctx, hidden, weight, rows, targets, coef, lse, chunk):
         want_h, want_w = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
-        dt = _matmul_dtype(weight)
-        w = weight.to(dt)
         grad_h = torch.zeros_like(hidden) if want_h else None
         grad_w = torch.zeros(weight.shape, dtype=torch.float32, device=weight.device) if want_w else None
-        total = torch.zeros((), dtype=torch.float64, device=hidden.device)
-        for s in range(0, len(rows), chunk):
-            idx, y, c = rows[s : s + chunk], targets[s : s + chunk], coef[s : s + chunk]
-            h = hidden[idx].to(dt)
-            logp, z, tot = _softmax_parts(F.linear(h, w), y)
-            total += (c * logp).sum()
-            if not (want_h or want_w):
-                continue
-            # d(c log p_y)/d logits = c * (onehot(y) - softmax), built in the fp32 buffer in place
-            cf = c.float().unsqueeze(1)
-            g = z.div_(tot.unsqueeze(1)).mul_(-cf)
-            g[torch.arange(len(y), device=y.device), y] += cf.squeeze(1)
-            g = g.to(dt)
-            del z
+
+        def one(s, idx, y, h, w, logits):
+            # d(c log p_y)/d logits = c * (onehot(y) - softmax), in one fp32 buffer worked in place
+            c = coef[s : s + len(y)].float()
+            g = logits.float().sub_(lse[s : s + len(y)].unsqueeze(1)).exp_().mul_(-c.unsqueeze(1))
+            g[torch.arange(len(y), device=y.device), y] += c
+            g = g.to(w.dtype)
             if want_h:
                 grad_h.index_add_(0, idx, (g @ w).to(grad_h.dtype))
             if want_w:
-                grad_w += (g.t() @ h).float()
+                grad_w.add_((g.t() @ h).float())
+
+        if want_h or want_w:
+            _chunk_pass(weight, hidden.detach(), rows, targets, chunk, one)
         ctx.save_for_backward(grad_h, grad_w)
         ctx.weight_dtype = weight.dtype
-        return total.float()
+        return torch.zeros((), dtype=torch.float32, device=hidden.device)
 
     @staticmethod
     @torch.autograd.function.once_differentiable
@@ -155,7 +165,7 @@ class _WeightedLogprobSum(torch.autograd.Function):
         grad_h, grad_w = ctx.saved_tensors
         gh = grad_h * grad_out.to(grad_h.dtype) if grad_h is not None else None
         gw = (grad_w * grad_out).to(ctx.weight_dtype) if grad_w is not None else None
-        return gh, gw, None, None, None, None
+        return gh, gw, None, None, None, None, None
 
 
 Objective = Callable[[torch.Tensor], tuple[torch.Tensor, dict]]
@@ -177,13 +187,12 @@ def turn_objective(
     """
     if chunk < 1:
         raise ValueError(f"chunk must be a positive number of rows, got {chunk}")
-    lp = token_logprobs(weight, hidden.detach(), rows, targets, chunk)
-    per_segment = torch.zeros(n_segments, dtype=torch.float64, device=hidden.device).index_add_(
-        0, segments, lp
-    )
-    leaf = per_segment.requires_grad_(True)
+    lp, lse = logprobs_and_lse(weight, hidden.detach(), rows, targets, chunk)
+    per_segment = torch.zeros(n_segments, dtype=torch.float64, device=hidden.device)
+    leaf = per_segment.index_add_(0, segments, lp).requires_grad_(True)
     with torch.enable_grad():
         value, metrics = objective(leaf)
         (d_segment,) = torch.autograd.grad(value, leaf)
-    surrogate = _WeightedLogprobSum.apply(hidden, weight, rows, targets, d_segment[segments], chunk)
-    return value.detach().float() + (surrogate - surrogate.detach()), metrics
+    # d value = sum_i d_segment[segment of i] * d log p_i: carried by a zero added to the value
+    carrier = _WeightedLogprobGrad.apply(hidden, weight, rows, targets, d_segment[segments], lse, chunk)
+    return value.detach().float() + carrier, metrics
