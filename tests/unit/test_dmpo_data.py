@@ -165,7 +165,8 @@ def test_reference_logprobs_are_per_turn_sums_under_the_model_and_tied_to_it(tmp
     model = AutoModelForCausalLM.from_pretrained(model_dir).eval()
     for traj, r in trajectories(pairs).items():
         with torch.no_grad():
-            logp = torch.log_softmax(model(torch.as_tensor(r["input_ids"])[None]).logits[0].double(), -1)
+            ids = torch.tensor(np.asarray(r["input_ids"], np.int64))[None]
+            logp = torch.log_softmax(model(ids).logits[0].double(), -1)
         tok = [logp[p - 1, r["input_ids"][p]].item() for p in range(1, len(r["input_ids"]))]
         want = [sum(v for v, t in zip(tok, r["turn_ids"][1:]) if t == k) for k in range(r["n_turns"])]
         assert ref[traj] == pytest.approx(want, abs=1e-4)
@@ -200,3 +201,30 @@ def test_reference_resumes_from_its_partial_file_and_drops_one_of_another_model(
     compute_reference(pairs, model_dir, out)
     got = dict(zip(*[pq.read_table(out).column(c).to_pylist() for c in ("traj", "logps")]))
     assert got[first] != [-1.0] * n  # the other model's partial results were discarded
+
+
+def test_pair_examples_are_rebuilt_when_the_pairs_or_reference_change(tmp_path, tiny_corpus, pairs):
+    import pyarrow as pa
+
+    from horizon.dmpo.launch import DMPOSpec, build_examples
+    from horizon.dmpo.reference import compute_reference, load_reference
+
+    model_dir = tiny_corpus / "student"
+    compute_reference(pairs, model_dir, tmp_path / "reference.parquet")
+    spec = DMPOSpec("dmpo-x", str(model_dir), str(model_dir), str(pairs), str(tmp_path / "reference.parquet"),
+                    str(tmp_path / "out"), str(tmp_path / "ck"), {}, 0, 0.1, 0.7)  # fmt: skip
+    ref = load_reference(spec.reference, model_dir, pairs)
+    meta = build_examples(spec, ref)
+    assert meta["pairs"] == 3 and meta["supervised_tokens"] > 0
+    table = pa.ipc.open_file(pa.memory_map(str(spec.examples_path))).read_all()
+    assert (
+        table.column("chosen_reference").to_pylist()[0]
+        == ref[pq.read_table(pairs).column("chosen")[0].as_py()].tolist()
+    )
+    stale = tmp_path / "ck" / "checkpoint-2"
+    stale.mkdir()
+    assert build_examples(spec, ref) == meta and stale.exists()  # the same data: kept, resumable
+    t = pq.read_table(spec.reference)
+    pq.write_table(t.replace_schema_metadata({**t.schema.metadata, b"seconds": b"1.0"}), spec.reference)
+    assert build_examples(spec, ref)["reference_sha256"] != meta["reference_sha256"]
+    assert not stale.exists()  # checkpoints trained on the old data are not resumed

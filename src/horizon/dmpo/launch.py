@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -20,8 +21,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from horizon.data.tokens import list_array
-from horizon.dmpo.pairs import SIDES, assistant_turn_ids
-from horizon.dmpo.reference import load_reference
+from horizon.dmpo.pairs import SIDES, assistant_turn_ids, side_rows
+from horizon.dmpo.reference import file_sha256, load_reference
 from horizon.io import write_json
 
 log = logging.getLogger("horizon.dmpo.launch")
@@ -69,19 +70,47 @@ class DMPOSpec:
         return cls(**json.loads(Path(path).read_text()))
 
 
+def _sources(spec: DMPOSpec) -> dict:
+    return {"pairs_sha256": file_sha256(spec.pairs), "reference_sha256": file_sha256(spec.reference)}
+
+
+def _current(spec: DMPOSpec, sources: dict) -> dict | None:
+    """The examples' meta when they were built from these pairs and reference log-probs; else None, and
+    checkpoints of a killed run on other data are removed (resuming them would mix two data sets)."""
+    out, meta_path = spec.examples_path, spec.examples_path.with_suffix(".json")
+    if not (out.exists() and meta_path.exists()):
+        return None
+    meta = json.loads(meta_path.read_text())
+    if {k: meta.get(k) for k in sources} == sources:
+        return meta
+    stale = list(Path(spec.checkpoints).glob("checkpoint-*"))
+    log.warning("%s: pairs or reference changed since %s was built: rebuilt, %d checkpoints of the old data removed",
+                spec.name, out, len(stale))  # fmt: skip
+    for ckpt in stale:
+        shutil.rmtree(ckpt, ignore_errors=True)
+    return None
+
+
 def build_examples(spec: DMPOSpec, reference: dict[str, np.ndarray]) -> dict:
     """One example per pair (both trajectories, their assistant turn per token, their reference log-probs)."""
     out, meta_path = spec.examples_path, spec.examples_path.with_suffix(".json")
-    if out.exists() and meta_path.exists():
-        return json.loads(meta_path.read_text())
+    sources = _sources(spec)
+    meta = _current(spec, sources)
+    if meta is not None:
+        return meta
     table = pq.read_table(spec.pairs)
     cols: dict[str, list] = {k: [] for k in EXAMPLES_SCHEMA.names}
-    meta = {"examples": table.num_rows, "tokens": 0, "supervised_tokens": 0, "pairs": table.num_rows}
+    meta = {
+        "examples": table.num_rows,
+        "tokens": 0,
+        "supervised_tokens": 0,
+        "pairs": table.num_rows,
+        **sources,
+    }
     cols["pair_id"] = table.column("pair_id").to_pylist()
     for side in SIDES:
-        rows = zip(*[table.column(f"{side}{c}").to_pylist() for c in ("", "_input_ids", "_roles", "_turns")])
-        for traj, ids, roles, turns in rows:
-            turn_ids = assistant_turn_ids(np.asarray(roles, np.int8), np.asarray(turns, np.int16))
+        for traj, ids, roles, turns in side_rows(table, side):
+            turn_ids = assistant_turn_ids(roles, turns)
             cols[f"{side}_input_ids"].append(np.asarray(ids, np.int32))
             cols[f"{side}_turn_ids"].append(turn_ids)
             cols[f"{side}_reference"].append(reference[traj])

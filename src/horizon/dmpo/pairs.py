@@ -45,6 +45,24 @@ def assistant_turn_ids(roles: np.ndarray, turns: np.ndarray) -> np.ndarray:
     return out
 
 
+def list_column(table: pa.Table, name: str) -> list[np.ndarray]:
+    """A list<...> column as one numpy array per row (views of the Arrow buffers, no Python lists)."""
+    out = []
+    for chunk in table.column(name).chunks:
+        offsets, values = chunk.offsets.to_numpy(), chunk.flatten().to_numpy(zero_copy_only=False)
+        base = offsets[0]
+        out += [values[a - base : b - base] for a, b in zip(offsets[:-1], offsets[1:])]
+    return out
+
+
+def side_rows(table: pa.Table, side: str):
+    """(traj, input_ids, roles, turns) of one side of each pair, as numpy arrays."""
+    return zip(
+        table.column(side).to_pylist(),
+        *[list_column(table, f"{side}_{c}") for c in ("input_ids", "roles", "turns")],
+    )
+
+
 def trajectory_id(task: str, attempt: int) -> str:
     return f"{task}/a{attempt}"
 
@@ -194,7 +212,7 @@ def build_pairs(
     table = _table(rows, ChatSerializer(load(tokenizer_dir)))
     for side in SIDES:
         summary[f"{side}_tokens_mean"] = float(
-            np.mean([len(x) for x in table[f"{side}_input_ids"].to_pylist()])
+            np.mean([len(x) for x in list_column(table, f"{side}_input_ids")])
         )
         summary[f"{side}_turns_mean"] = float(np.mean(table[f"{side}_n_turns"].to_pylist()))
     write_table(out_pairs, table)

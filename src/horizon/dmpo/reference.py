@@ -22,7 +22,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from horizon.dmpo.pairs import SIDES, assistant_turn_ids
+from horizon.dmpo.pairs import SIDES, assistant_turn_ids, list_column, side_rows
 from horizon.io import Journal, write_table
 from horizon.progress import Progress
 
@@ -55,11 +55,10 @@ def trajectories(pairs_path: str | Path) -> dict[str, dict]:
     table = pq.read_table(pairs_path)
     out: dict[str, dict] = {}
     for side in SIDES:
-        cols = [table.column(f"{side}{c}").to_pylist() for c in ("", "_input_ids", "_roles", "_turns")]
-        for traj, ids, roles, turns in zip(*cols):
+        for traj, ids, roles, turns in side_rows(table, side):
             if traj not in out:
-                turn_ids = assistant_turn_ids(np.asarray(roles, np.int8), np.asarray(turns, np.int16))
-                out[traj] = {"input_ids": np.asarray(ids, np.int64), "turn_ids": turn_ids,
+                turn_ids = assistant_turn_ids(roles, turns)
+                out[traj] = {"input_ids": ids, "turn_ids": turn_ids,
                              "n_turns": int(turn_ids.max()) + 1}  # fmt: skip
     return out
 
@@ -148,7 +147,7 @@ def load_reference(path: str | Path, model_dir: str | Path, pairs_path: str | Pa
     table = pq.read_table(path)
     ref = {
         t: np.asarray(v, np.float64)
-        for t, v in zip(table.column("traj").to_pylist(), table.column("logps").to_pylist())
+        for t, v in zip(table.column("traj").to_pylist(), list_column(table, "logps"))
     }
     for traj, r in trajectories(pairs_path).items():
         if traj not in ref or len(ref[traj]) != r["n_turns"]:
