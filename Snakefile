@@ -22,6 +22,7 @@ include: "workflow/rules/tokens.smk"
 include: "workflow/rules/train.smk"
 include: "workflow/rules/score.smk"
 include: "workflow/rules/rollout.smk"
+include: "workflow/rules/dmpo.smk"
 include: "workflow/rules/report.smk"
 
 

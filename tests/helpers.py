@@ -92,6 +92,8 @@ def tiny_demo_config(workdir: Path, teachers: bool = False, **overrides) -> Path
     cfg["eval"].update(include_base=False, concurrency=2)
     cfg["eval"]["sampling"]["max_tokens"] = 160
     cfg["report"]["paired"] = [["single-K384", "refine-H640-top-50"]]
+    cfg["dmpo"].update(enabled=False)  # the tests that want DMPO enable it
+    cfg["dmpo"]["tasks"]["path"] = str(REPO / "demo" / "train-tasks")
     cfg = deep_update(cfg, overrides)
     return write_config(Path(workdir) / "config.yaml", cfg)
 

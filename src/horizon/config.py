@@ -126,6 +126,7 @@ def check_grid(cfg: Mapping) -> None:
             f"= {ev['context_length']}: the history would be summarised before every call (lower it, or set "
             "eval.context: stop)"
         )
+    _check_dmpo(cfg)
     names = set(Grid.from_config(cfg).model_names)
     for i, pair in enumerate(cfg["report"]["paired"]):
         for m in pair:
@@ -261,3 +262,40 @@ def check_global_batch(cfg: Mapping, rule_resources: Mapping[str, Mapping[str, A
         if world is not None:
             where = f" (rule {rule}: {gpus_of(resources)} GPUs x {resources.get('nodes') or 1} node(s) in the profile)"
             grad_accumulation(t["global_batch"], world, t["per_device_batch"], where)
+
+
+def _same_place(a: Mapping, b: Mapping) -> bool:
+    """Two task sets that name the same directory or the same hub dataset."""
+    if a.get("hf") or b.get("hf"):
+        return a.get("hf") == b.get("hf")
+    return Path(a["path"]).resolve() == Path(b["path"]).resolve()
+
+
+def _check_dmpo(cfg: Mapping) -> None:
+    """DMPO's policy is a model of the grid; its training tasks are given and are not a benchmark."""
+    from horizon.grid import Grid, ModelName, default_policy
+
+    d = cfg.get("dmpo") or {}
+    if not d.get("enabled"):
+        return
+    policy = d.get("policy") or default_policy(cfg)
+    try:
+        kind = ModelName.parse(policy).kind
+    except ValueError as e:
+        raise ConfigError(f"config key dmpo.policy: {e}") from None
+    names = [str(m) for m in Grid.from_config({**cfg, "dmpo": {}}).models]
+    if kind == "dmpo" or (policy not in names and policy != "base"):
+        raise ConfigError(
+            f"config key dmpo.policy: {policy!r} is not an SFT model of the grid (allowed: {_allowed(names)})"
+        )
+    tasks = d.get("tasks")
+    if not tasks:
+        raise ConfigError("config key dmpo.tasks: required when dmpo.enabled (the training task set)")
+    if ("path" in tasks) == ("hf" in tasks):
+        raise ConfigError("config key dmpo.tasks: give exactly one of `path` or `hf`")
+    for name, bench in cfg["eval"]["benchmarks"].items():
+        if _same_place(tasks, bench):
+            raise ConfigError(
+                f"config key dmpo.tasks: {tasks.get('path') or tasks.get('hf')} is the evaluated benchmark "
+                f"{name!r}; DMPO trains on a task set kept apart from every benchmark"
+            )

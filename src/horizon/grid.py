@@ -10,6 +10,8 @@ every table. Its grammar is defined here and nowhere else:
                                       of the pool by likelihood under theta1), tor-top | tor-bottom
                                       (by TOR, our reconstruction) or all (rho = 100)
     single-K{K}@{source}              single-stage SFT on another teacher's corpus (corpus.sources)
+    dmpo-{policy}                     DMPO preference refinement of {policy} (any of the names above)
+                                      on its own successes and failures (horizon.dmpo)
 
 Several sources (a teacher comparison): the first source of `corpus.sources` is the study's corpus
 and keeps every name and path of a one-source grid (results/corpus/, results/tokens/, single-K{K},
@@ -37,6 +39,7 @@ SOURCE = r"[A-Za-z0-9][A-Za-z0-9_-]*"  # a corpus.sources name
 # the names as Snakemake wildcard patterns (rules use these; ModelName formats them)
 SINGLE = "single-K{K}"
 REFINE = "refine-H{h2}-{selection}-{rho}"
+DMPO = "dmpo-{policy}"
 
 
 def rho_token(rho: float) -> str:
@@ -57,16 +60,19 @@ def selection_pattern() -> str:
 class ModelName:
     """A parsed model name; `str()` gives it back, `parse()` reads one."""
 
-    kind: str  # base | single | refine
+    kind: str  # base | single | refine | dmpo
     horizon: int | None = None  # K (single) or H2 (refine)
     selection: str | None = None  # refine only
     rho: str | None = None  # refine only: the rho token
     source: str | None = None  # single only: another teacher's corpus (None: the study's corpus)
+    policy: ModelName | None = None  # dmpo only: the model it refines (never itself a dmpo model)
 
-    PATTERN = re.compile(
-        rf"^(?:(?P<base>base)|single-K(?P<k>\d+)(?:@(?P<source>{SOURCE}))?"
-        rf"|refine-H(?P<h2>\d+)-(?P<sel>{selection_pattern()})-(?P<rho>{RHO}))$"
+    # the SFT models; a dmpo name is "dmpo-" + one of them
+    SFT = (
+        rf"(?:(?P<base>base)|single-K(?P<k>\d+)(?:@(?P<source>{SOURCE}))?"
+        rf"|refine-H(?P<h2>\d+)-(?P<sel>{selection_pattern()})-(?P<rho>{RHO}))"
     )
+    PATTERN = re.compile(rf"^(?P<dmpo>dmpo-)?{SFT}$")
 
     @classmethod
     def base(cls) -> ModelName:
@@ -81,23 +87,35 @@ class ModelName:
         return cls("refine", int(h2), selection, rho)
 
     @classmethod
+    def dmpo(cls, policy: ModelName | str) -> ModelName:
+        policy = cls.parse(policy) if isinstance(policy, str) else policy
+        if policy.kind == "dmpo":
+            raise ValueError(f"dmpo-{policy}: the policy of a DMPO model is an SFT model, not {policy}")
+        return cls("dmpo", policy=policy)
+
+    @classmethod
     def parse(cls, name: str) -> ModelName:
         m = cls.PATTERN.match(name)
         if not m:
             raise ValueError(
-                f"{name!r} is not a model name (base, single-K<K>[@<source>], refine-H<H2>-<selection>-<rho%>)"
+                f"{name!r} is not a model name (base, single-K<K>[@<source>], refine-H<H2>-<selection>-<rho%>, "
+                "dmpo-<one of those>)"
             )
         if m["base"]:
-            return cls.base()
-        if m["k"]:
-            return cls.single(int(m["k"]), m["source"])
-        return cls.refine(int(m["h2"]), m["sel"], m["rho"])
+            sft = cls.base()
+        elif m["k"]:
+            sft = cls.single(int(m["k"]), m["source"])
+        else:
+            sft = cls.refine(int(m["h2"]), m["sel"], m["rho"])
+        return cls.dmpo(sft) if m["dmpo"] else sft
 
     def __str__(self) -> str:
         if self.kind == "base":
             return "base"
         if self.kind == "single":
             return SINGLE.format(K=self.horizon) + (f"@{self.source}" if self.source else "")
+        if self.kind == "dmpo":
+            return DMPO.format(policy=self.policy)
         return REFINE.format(h2=self.horizon, selection=self.selection, rho=self.rho)
 
     @property
@@ -111,6 +129,8 @@ class ModelName:
             return "base (untrained)"
         if self.kind == "single":
             return f"single-stage K={self.horizon}" + (f" ({self.source})" if self.source else "")
+        if self.kind == "dmpo":
+            return f"DMPO from {self.policy.label}"
         kept = (
             "all (100%)" if self.selection == ALL else f"{self.selection.replace('tor-', 'TOR-')} {self.rho}%"
         )
@@ -123,11 +143,16 @@ class ModelName:
             return "reference"
         if self.kind == "single":
             return f"single-stage, teacher {self.source}" if self.source else "single-stage"
+        if self.kind == "dmpo":
+            return "preference refinement (DMPO)"
         return f"two-stage, H2={self.horizon}"
 
     @property
     def sort_key(self) -> tuple:
-        """Table order: base, single-stage by K, then refinements by H2, rho and selection."""
+        """Table order: base, single-stage by K, refinements by H2, rho and selection, other teachers'
+        models, then DMPO models."""
+        if self.kind == "dmpo":
+            return (4, *self.policy.sort_key)
         if self.kind == "base":
             return (0, 0, 0.0, 0)
         if self.kind == "single" and self.source:
@@ -140,6 +165,20 @@ class ModelName:
 def wildcard_pattern() -> str:
     """The `model` wildcard's constraint: the grammar without anchors or named groups."""
     return re.sub(r"\(\?P<\w+>", "(?:", ModelName.PATTERN.pattern[1:-1])
+
+
+def policy_pattern() -> str:
+    """The `policy` wildcard's constraint (the models a DMPO model can refine): no dmpo- prefix."""
+    return re.sub(r"\(\?P<\w+>", "(?:", ModelName.SFT)
+
+
+def default_policy(cfg: Mapping) -> str:
+    """dmpo.policy when config leaves it null: the Top selection at the largest H2 and rho of the grid
+    (the paper grid: refine-H16384-top-75), else the single-stage model at the longest horizon."""
+    ref = cfg["refine"]
+    if "top" in ref["selections"] and ref["rho"]:
+        return str(ModelName.refine(max(ref["h2"]), "top", rho_token(max(ref["rho"]))))
+    return str(ModelName.single(max(cfg["horizons"])))
 
 
 def order_models(names) -> list[str]:
@@ -182,6 +221,7 @@ class Grid:
     _rho: dict = field(default_factory=dict, compare=False, repr=False)
     sources: tuple[str, ...] = ()  # corpus.sources names, the study's corpus first; () = corpus.source
     source_horizons: tuple[int, ...] = ()  # K of the other sources' single-stage models
+    dmpo: ModelName | None = None  # the DMPO model when dmpo.enabled (its policy is dmpo.policy)
 
     @classmethod
     def from_config(cls, cfg: Mapping) -> Grid:
@@ -198,6 +238,11 @@ class Grid:
         sources = tuple(cfg["corpus"].get("sources") or ())
         source_k = tuple(cfg["corpus"].get("source_horizons") or cfg["horizons"])
         models += [ModelName.single(k, s) for s in sources[1:] for k in source_k]
+        dmpo_cfg = cfg.get("dmpo") or {}
+        dmpo = None
+        if dmpo_cfg.get("enabled"):
+            dmpo = ModelName.dmpo(dmpo_cfg.get("policy") or default_policy(cfg))
+            models.append(dmpo)
         return cls(
             horizons=tuple(cfg["horizons"]),
             h1=ref["h1"],
@@ -209,6 +254,7 @@ class Grid:
             _rho={(s.h2, s.selection, s.token): s.rho for s in subsets},
             sources=sources,
             source_horizons=source_k if len(sources) > 1 else (),
+            dmpo=dmpo,
         )
 
     @property

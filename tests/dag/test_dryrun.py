@@ -14,7 +14,11 @@ def expected_counts(cfg: dict) -> dict[str, int]:
     n_compared = len(sources) - 1
     n_subsets = len(ref["h2"]) * (len(ref["rho"]) * len(ref["selections"]) + int(ref["two_stage_full"]))
     n_models = (
-        len(cfg["horizons"]) + n_subsets + int(cfg["eval"]["include_base"]) + n_compared * len(compared_k)
+        len(cfg["horizons"])
+        + n_subsets
+        + int(cfg["eval"]["include_base"])
+        + n_compared * len(compared_k)
+        + int(cfg["dmpo"]["enabled"])
     )
     benches = len(cfg["eval"]["benchmarks"])
     # scoring under theta1 only when a subset is chosen by likelihood (TOR selections need none)
@@ -73,6 +77,9 @@ def expected_counts(cfg: dict) -> dict[str, int]:
     for i, (key, spec) in enumerate(hc.source_specs(cfg).items()):
         if spec.get("collect"):
             counts["collect_corpus" if i == 0 else f"collect_corpus_{key.rsplit('.', 1)[-1]}"] = 1
+    if cfg["dmpo"]["enabled"]:  # preference data, the DMPO run, and its rollouts (counted in n_models above)
+        counts |= {"dmpo_tasks": 1, "dmpo_rollout": cfg["dmpo"]["rollout_shards"], "dmpo_pairs": 1,
+                   "dmpo_reference": 1, "dmpo_train": 1}  # fmt: skip
     return counts
 
 
@@ -137,6 +144,20 @@ def test_demo_dry_run(profile, tmp_path):
     args = ["--configfile", str(demo_config(tmp_path)), *in_empty_dir(tmp_path)]
     out = snakemake([*profile, *args, "-n", "-q", "rules"], cwd=REPO, env=gpus).stdout
     assert job_counts(out) == expected_counts(hc.load(REPO / "demo" / "config.yaml"))
+
+
+@pytest.mark.parametrize("profile", [[], ["--profile", "slurm"]], ids=["local", "slurm-profile"])
+def test_paper_grid_with_dmpo_enabled_lists_the_extra_jobs(tmp_path, profile):
+    import yaml
+
+    raw = yaml.safe_load((REPO / "config.yaml").read_text())
+    raw["dmpo"]["enabled"] = True
+    path = write_config(tmp_path / "grid.yaml", raw)
+    out = snakemake([*profile, "--configfile", str(path), "-n", "-q", "rules"], cwd=REPO).stdout
+    counts = job_counts(out)
+    assert counts == expected_counts(hc.validate(raw))
+    # 8 preference rollout shards, pairs, reference, the DMPO run, and 2 benchmarks x 4 repeats of its rollouts
+    assert counts["dmpo_rollout"] == 8 and counts["dmpo_train"] == 1 and counts["rollout"] == 26 * 2 * 4
 
 
 def test_dry_run_of_another_grid(tmp_path):

@@ -17,6 +17,7 @@ def demo_config(tmp_path):
     cfg = yaml.safe_load((REPO / "demo" / "config.yaml").read_text())
     cfg["eval"]["benchmarks"]["demo"]["path"] = str(REPO / "demo" / "tasks")
     cfg["eval"]["prompt_template"] = str(REPO / "demo" / "prompt.yaml")
+    cfg["dmpo"]["tasks"]["path"] = str(REPO / "demo" / "train-tasks")
     return write_config(tmp_path / "config.yaml", cfg)
 
 
@@ -42,10 +43,12 @@ def test_the_demo_runs_end_to_end_and_shows_the_horizon_effect(tmp_path, local_e
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "results/tables/reliability.md" in proc.stdout and "| model | success attempts" in proc.stdout
-    # the time by stage, read from every job's benchmark file: 10 models x 2 repeats, 9 training jobs
-    # (3 single-stage, 5 refinements, the blind teacher's student)
+    # the time by stage, read from every job's benchmark file: 11 models x 2 repeats, 10 training jobs
+    # (3 single-stage, 5 refinements, the blind teacher's student, DMPO), DMPO's preference data (tasks,
+    # rollouts, pairs, reference)
     stages = {line.split()[0]: line.split() for line in proc.stdout.splitlines() if line.startswith("  ")}
-    assert "Wall time" in proc.stdout and stages["rollout"][3] == "20" and stages["train"][3] == "9", stages
+    assert "Wall time" in proc.stdout and stages["rollout"][3] == "22" and stages["train"][3] == "10", stages
+    assert stages["dmpo"][3] == "4", stages
     tables = tmp_path / "results" / "tables"
     pair = "single-K384-vs-refine-H640-top-50"
     for name in ("reliability", "cost", "behaviour", "budget", "tasks", "main", "benchmarks", "episodes",
@@ -60,6 +63,9 @@ def test_the_demo_runs_end_to_end_and_shows_the_horizon_effect(tmp_path, local_e
     assert all(
         (tmp_path / "results" / "annotations" / f"{m}-demo.csv").exists() for m in ("base", "single-K640")
     )
+    assert (tables / "paired-single-K640-vs-dmpo-single-K640.md").exists()
+    pairs = json.loads((tmp_path / "results" / "dmpo" / "single-K640" / "pairs.json").read_text())
+    assert pairs["pairs"] > 0 and pairs["tasks"] == 6
     for fig in (
         "passk-demo.png",
         "tasks-demo.png",
@@ -84,6 +90,7 @@ def test_the_demo_runs_end_to_end_and_shows_the_horizon_effect(tmp_path, local_e
             "refine-H640-tor-top-50",
             "refine-H640-all-100",
             "single-K640@blind",
+            "dmpo-single-K640",
         )
     )
     # two teachers on the same tasks: the careful one follows up on what it saw, the blind one does not

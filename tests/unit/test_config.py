@@ -133,3 +133,71 @@ def test_keep_count_is_ceil_and_float_safe():
     assert keep_count(0.3, 10) == 3  # 0.3*10 = 3.0000000000000004 must not become 4
     assert keep_count(1.0, 7) == 7
     assert rho_token(0.29) == "29"
+
+
+def test_dmpo_names_wrap_any_sft_model():
+    for policy in ["base", "single-K640", "refine-H16384-top-75", "refine-H640-all-100"]:
+        name = ModelName.parse(f"dmpo-{policy}")
+        assert name.kind == "dmpo" and str(name.policy) == policy and str(name) == f"dmpo-{policy}"
+    assert ModelName.parse("dmpo-single-K640").label == "DMPO from single-stage K=640"
+    for bad in ["dmpo-dmpo-single-K640", "dmpo-", "dmpo-single"]:
+        with pytest.raises(ValueError, match="not a model name"):
+            ModelName.parse(bad)
+    with pytest.raises(ValueError, match="SFT model"):
+        ModelName.dmpo("dmpo-base")
+    from horizon.grid import order_models
+
+    names = ["dmpo-single-K8", "refine-H16-top-50", "single-K8", "base"]
+    assert order_models(names) == ["base", "single-K8", "refine-H16-top-50", "dmpo-single-K8"]
+
+
+def test_dmpo_is_one_more_model_of_the_grid_when_enabled():
+    assert Grid.from_config(PAPER).dmpo is None and not any(
+        n.startswith("dmpo-") for n in Grid.from_config(PAPER).model_names
+    )
+    on = hc.validate(deep_update(raw_paper(), {"dmpo": {"enabled": True}}))
+    grid = Grid.from_config(on)
+    assert (
+        str(grid.dmpo) == "dmpo-refine-H16384-top-75" and grid.model_names[-1] == "dmpo-refine-H16384-top-75"
+    )
+    assert on["dmpo"]["beta"] == 0.1 and on["dmpo"]["gamma"] == 0.7  # the values
+    # policy null: the Top selection at the largest H2 and rho
+    default = hc.validate(deep_update(raw_paper(), {"dmpo": {"enabled": True, "policy": None}}))
+    assert str(Grid.from_config(default).dmpo) == "dmpo-refine-H16384-top-75"
+    paired = hc.validate(deep_update(raw_paper(), {"dmpo": {"enabled": True},
+                                                   "report": {"paired": [["single-K16384", "dmpo-refine-H16384-top-75"]]}}))  # fmt: skip
+    assert paired["report"]["paired"][0][1] == "dmpo-refine-H16384-top-75"
+
+
+@pytest.mark.parametrize(
+    "dmpo, message",
+    [
+        (
+            {"enabled": True, "policy": "single-K999"},
+            "dmpo.policy: 'single-K999' is not an SFT model of the grid",
+        ),
+        ({"enabled": True, "policy": "dmpo-base"}, "dmpo.policy"),
+        ({"enabled": True, "tasks": None}, "dmpo.tasks: required when dmpo.enabled"),
+        (
+            {"enabled": True, "tasks": {"format": "harbor", "path": "a", "hf": "b"}},
+            "exactly one of `path` or `hf`",
+        ),
+        (
+            {"enabled": True, "tasks": {"format": "tb1", "path": "benchmarks/terminal-bench-core"}},
+            "is the evaluated benchmark 'terminal-bench-core'",
+        ),
+        (
+            {"enabled": True, "tasks": {"format": "harbor", "hf": "harborframework/terminal-bench-2.0"}},
+            "is the evaluated benchmark 'terminal-bench-2'",
+        ),
+        ({"gamma": 1.5}, "dmpo.gamma"),
+        ({"attempts": 1}, "dmpo.attempts"),
+    ],
+)
+def test_bad_dmpo_config_fails_naming_the_key(dmpo, message):
+    cfg = deep_update(raw_paper(), {"dmpo": dmpo})
+    if "tasks" in dmpo:  # replaced, not merged
+        cfg["dmpo"]["tasks"] = dmpo["tasks"]
+    with pytest.raises(hc.ConfigError, match="config key dmpo") as e:
+        hc.validate(cfg)
+    assert message in str(e.value)

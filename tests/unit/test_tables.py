@@ -1,6 +1,7 @@
 """The behaviour, budget, cost and tasks tables against values computed by hand from small inputs."""
 
 import json
+import math
 
 import pytest
 
@@ -123,3 +124,23 @@ def test_cost_adds_the_warm_start_to_two_stage_models(tmp_path):
     assert rows["refine-H16-top-50"]["total_hours"] == pytest.approx(3.5)  # 1.5 + theta1's 2.0
     assert rows["refine-H16-top-50"]["saving_vs_single"] == pytest.approx(1 - 3.5 / 5.0)
     assert rows["single-K16"]["total_hours"] == 5.0 and [r["model"] for r in tidy] == list(hours)
+
+
+def test_cost_of_a_dmpo_model_adds_its_policy_and_its_preference_data(tmp_path):
+    hours = {"single-K8": (2.0, {}), "refine-H16-top-50": (1.5, {}),
+             "dmpo-refine-H16-top-50": (0.5, {"preference_hours": 0.25}), "dmpo-base": (0.1, {"preference_hours": 0.2})}  # fmt: skip
+    dirs = []
+    for m, (h, extra) in hours.items():
+        d = tmp_path / "models" / m
+        d.mkdir(parents=True)
+        (d / "timing.json").write_text(json.dumps({
+            "wall_hours": h, "tokens_seen": 1000, "supervised_tokens": 400, "tokens_per_s": 10.0,
+            "world_size": 8, "device": "cpu", **extra,
+        }))  # fmt: skip
+        dirs.append(str(d))
+    t, tidy = build("cost", tmp_path, model_dirs=dirs, h1=8)
+    rows = {r["model"]: r for r in tidy}
+    assert rows["dmpo-refine-H16-top-50"]["total_hours"] == pytest.approx(0.5 + 0.25 + 1.5 + 2.0)
+    assert rows["dmpo-base"]["total_hours"] == pytest.approx(0.3)  # the untrained student costs nothing
+    assert math.isnan(rows["dmpo-base"]["saving_vs_single"])
+    assert "DMPO from two-stage H2=16 top 50%" in t.markdown() and "preference_hours" in t.caption

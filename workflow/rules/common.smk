@@ -215,3 +215,14 @@ def all_targets():
         *[f"{root(s)}/horizons/K{k}.parquet" for s in G.compared for k in G.horizons_of(s)],
         f"{R}/figures/corpus.png",
     ]
+
+
+# DMPO (workflow/rules/dmpo.smk)
+def policy_dir(wildcards):
+    """The policy's weights (base: the student, read through student.json by the scripts)."""
+    return STUDENT if wildcards.policy == "base" else f"{R}/models/{wildcards.policy}"
+
+
+def dmpo_train_settings():
+    """train.* with DMPO's own learning rate and epochs."""
+    return {**config["train"], "lr": config["dmpo"]["lr"], "epochs": config["dmpo"]["epochs"]}

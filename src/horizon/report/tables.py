@@ -291,8 +291,15 @@ COST_COLUMNS = ["model", "stage hours", "total hours", "tokens seen", "supervise
 
 
 def _cost_total(name: ModelName, timings: dict, theta1: str) -> tuple[float, float]:
-    """(total hours, saving vs the single-stage model at K = H2): two-stage models add theta1's hours."""
+    """(total hours, saving vs the single-stage model at K = H2): two-stage models add theta1's hours;
+    a DMPO model adds its policy's total and its preference rollouts and reference log-probs."""
     tm = timings[str(name)]
+    if name.kind == "dmpo":
+        policy = str(name.policy)
+        before = 0.0 if name.policy.kind == "base" else float("nan")
+        if policy in timings:
+            before = _cost_total(name.policy, timings, theta1)[0]
+        return tm["wall_hours"] + tm.get("preference_hours", float("nan")) + before, float("nan")
     if name.kind != "refine":
         return tm["wall_hours"], float("nan")
     total = tm["wall_hours"] + timings.get(theta1, {}).get("wall_hours", float("nan"))
@@ -323,6 +330,11 @@ def cost(model_dirs: Sequence[str], h1: int) -> Table:
                        "tokens_seen": tm["tokens_seen"], "supervised_tokens": tm["supervised_tokens"],
                        "tokens_per_s": tm["tokens_per_s"], "world_size": tm["world_size"],
                        "device": tm["device"], "saving_vs_single": saving})  # fmt: skip
+    if any(ModelName.parse(m).kind == "dmpo" for m in timings):
+        t.caption += (
+            " DMPO total = its policy's total + its preference rollouts and reference log-probs"
+            " (timing.json: preference_hours) + the DMPO run."
+        )
     t.block("training", rows)
     return t
 

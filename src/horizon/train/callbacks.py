@@ -43,6 +43,7 @@ def progress_callback(spec: TrainSpec, log_path: Path):
                 "lr": self.lr_used.get(state.global_step, logs.get("learning_rate")),
                 "grad_norm": logs.get("grad_norm"),
                 "tokens_seen": state.num_input_tokens_seen,
+                **{k: logs[k] for k in getattr(spec, "log_keys", ()) if k in logs},  # e.g. DMPO's rewards
             }
             with open(log_path, "a") as fh:
                 fh.write(json.dumps(rec) + "\n")

@@ -45,11 +45,13 @@ def first_node(env: dict) -> str:
         return head
 
 
-def launch_command(spec_path: str, env: dict, gpus: int, cpu_processes: int) -> list[str]:
+def launch_command(
+    spec_path: str, env: dict, gpus: int, cpu_processes: int, module: str = "horizon.train.worker"
+) -> list[str]:
     nodes = slurm_nodes(env)
     per_node = gpus if gpus > 0 else cpu_processes
     torchrun = [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={per_node}"]
-    worker = ["-m", "horizon.train.worker", spec_path]
+    worker = ["-m", module, spec_path]
     if nodes > 1:
         port = 29500 + int(env["SLURM_JOB_ID"]) % 2000
         return [
@@ -75,9 +77,8 @@ def check_batch(spec: TrainSpec, env: dict, gpus: int) -> int:
     return grad_accumulation(t["global_batch"], world, t["per_device_batch"], where)
 
 
-def prepare(spec: TrainSpec) -> Path:
-    """Write the examples and the spec once, before any worker starts; the spec's path."""
-    build_examples(spec)
+def save_spec(spec) -> Path:
+    """The spec beside the checkpoints, where every worker reads it; its path."""
     ckpt = Path(spec.checkpoints)
     ckpt.mkdir(parents=True, exist_ok=True)
     spec_path = ckpt / "spec.json"
@@ -95,13 +96,27 @@ def worker_env(env: dict, processes: int, threads: int, log_path: str | None) ->
 
 
 def train_model(spec: TrainSpec, threads: int = 1, log_path: str | None = None) -> None:
+    """SFT: the examples written once (after the global batch is checked), then the workers."""
+    import torch
+
+    check_batch(
+        spec, dict(os.environ), torch.cuda.device_count()
+    )  # before any work: a bad split fails at once
+    build_examples(spec)
+    run_workers(spec, threads, log_path)
+
+
+def run_workers(
+    spec, threads: int = 1, log_path: str | None = None, module: str = "horizon.train.worker"
+) -> None:
+    """Run `module` on the spec with torchrun (or srun + torchrun per node): SFT's worker, or DMPO's."""
     import torch
 
     gpus = torch.cuda.device_count()
-    accumulation = check_batch(spec, dict(os.environ), gpus)  # before any work: a bad split fails at once
-    spec_path = prepare(spec)
+    accumulation = check_batch(spec, dict(os.environ), gpus)
+    spec_path = save_spec(spec)
     env = worker_env(os.environ, gpus or spec.train["cpu_processes"], threads, log_path)
-    cmd = launch_command(str(spec_path), env, gpus, spec.train["cpu_processes"])
+    cmd = launch_command(str(spec_path), env, gpus, spec.train["cpu_processes"], module)
     log.info(
         "%s: global batch %d = %d processes x %d per device x %d accumulation; %s",
         spec.name, spec.train["global_batch"], world_size(env, gpus, spec.train["cpu_processes"]),

@@ -166,13 +166,14 @@ def _save_final(spec: TrainSpec, trainer, tokenizer, start: float, on_cpu: bool)
     log.info("%s: saved %s", spec.name, final)
 
 
-def run_worker(spec_path: str | Path) -> None:
-    """Train one model (called once per rank by torchrun)."""
+def run_worker(spec_path: str | Path, load=TrainSpec.load, make=None) -> None:
+    """Train one model (called once per rank by torchrun); `load` reads the spec, `make` builds the trainer
+    (horizon.dmpo.worker passes its own: same resume, records and final directory)."""
     import torch
     import torch.distributed as dist
 
     start = time.time()
-    spec = TrainSpec.load(spec_path)
+    spec = load(spec_path)
     on_cpu = not torch.cuda.is_available()
     rank = int(os.environ.get("RANK", "0"))
     log_path = Path(spec.checkpoints) / "train_log.jsonl"
@@ -181,7 +182,7 @@ def run_worker(spec_path: str | Path) -> None:
         _rewind_train_log(log_path, resume)
         log.info("%s: %s", spec.name, f"resuming from {resume}" if resume else "starting from scratch")
     callbacks = [progress_callback(spec, log_path), segment_callback(spec, start)]
-    trainer, tokenizer = make_trainer(spec, callbacks)
+    trainer, tokenizer = (make or make_trainer)(spec, callbacks)
     trainer.train(resume_from_checkpoint=resume)
     _save_final(spec, trainer, tokenizer, start, on_cpu)
     trainer.args.distributed_state.wait_for_everyone()
@@ -260,6 +261,7 @@ def _finalize(spec: TrainSpec, out: Path, trainer, on_cpu: bool) -> None:
         "end": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(max(s["end"] for s in segs.values()))),
         "horizon": spec.horizon,
         "init": spec.model_init,
+        **getattr(spec, "extra_timing", {}),  # e.g. DMPO: the hours of its preference rollouts and reference
     }
     write_json(out / "timing.json", timing)
     write_json(out / "examples.json", meta)

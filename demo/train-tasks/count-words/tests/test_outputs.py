@@ -1,0 +1,2 @@
+def test_words():
+    assert open("/app/words.txt").read().strip() == "12"
