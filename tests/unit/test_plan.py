@@ -76,6 +76,24 @@ def test_plan_arithmetic_on_a_small_config(small):
     assert sum(x.gpu_hours for x in r.values()) == pytest.approx(total)
 
 
+def test_dmpo_adds_its_preference_rollouts_and_its_run(small):
+    import copy
+
+    cfg, prof, _ = small
+    raw = copy.deepcopy(SMALL)
+    raw["dmpo"] = {"enabled": True, "policy": "single-K200", "tasks": {"format": "harbor", "path": "t"},
+                   "attempts": 4, "rollout_shards": 2, "pairs_per_task": 2, "epochs": 1}  # fmt: skip
+    raw["plan"]["benchmark_tasks"] = {"dmpo": 5}
+    r = rows_of(hc.validate(raw), prof)
+    pref = r["rollouts dmpo-single-K200 preference"]
+    # 5 tasks x 4 attempts x 60 s over 2 at once per job, 2 jobs on 1 GPU each: 600 s of GPU time in all
+    assert pref.amount == 20 and pref.gpu_hours == pytest.approx(600 / 3600)
+    assert pref.wall_hours == pytest.approx(300 / 3600)
+    # 1 epoch x 5 tasks x 2 pairs x 2 trajectories x the corpus's mean length (200): 4,000 tokens
+    assert r["train dmpo-single-K200"].amount == pytest.approx(4000)
+    assert r["rollouts b"].amount == 4 * 3 * 2  # the DMPO model is evaluated like the others
+
+
 def test_printed_plan_ends_with_the_total_and_prints_its_assumptions(small, capsys):
     cfg, _, tmp = small
     assert main(["plan", "--configfile", str(tmp / "config.yaml"), "--profile", str(tmp / "profile")]) == 0

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from horizon.config import gpus_of
-from horizon.grid import Grid
+from horizon.grid import Grid, ModelName
 from horizon.score.select import keep_count
 
 # ---------------------------------------------------------------------------------------------
@@ -254,10 +254,12 @@ def plan(
     rows = [Row("tokenize", corpus, "tokens", f"{rates.tokenize:,.0f} tok/s/job", 0, 0.0,
                 corpus / rates.tokenize / cfg["tokenize"]["shards"] / 3600)]  # fmt: skip
     timings = measured.get("timings", {})
-    for k in grid.horizons:
-        name = f"single-K{k}"
-        tokens = epochs * max(0.0, lengths.tokens(k) - float(np.minimum(heldout, k).sum()))
-        rows.append(_train_row(name, tokens, rates, prof, cpu_procs, timings.get(name)))
+    singles = [
+        m for m in grid.models if m.kind == "single"
+    ]  # other teachers' too (assumed: the same lengths)
+    for m in singles:
+        tokens = epochs * max(0.0, lengths.tokens(m.horizon) - float(np.minimum(heldout, m.horizon).sum()))
+        rows.append(_train_row(str(m), tokens, rates, prof, cpu_procs, timings.get(str(m))))
     pool_of = pools(cfg, lengths, measured)
     for h2 in grid.h2s:
         pool = pool_of[h2]
@@ -267,8 +269,31 @@ def plan(
             tokens = epochs * kept * (pool.tokens / pool.count if pool.count else 0.0)
             rows.append(_train_row(str(s.model), tokens, rates, prof, cpu_procs, timings.get(str(s.model))))
     rows.append(_diagnostics_row(cfg, grid, lengths, rates, prof))
+    if grid.dmpo is not None:
+        rows += _dmpo_rows(cfg, grid.dmpo, lengths, rates, prof, timings.get(str(grid.dmpo)))
     rows += _rollout_rows(cfg, grid, rates, prof, measured.get("tasks", {}))
     return rows
+
+
+def _dmpo_rows(
+    cfg, model: ModelName, lengths: Lengths, rates: Rates, prof: Profile, done: dict | None
+) -> list[Row]:
+    """DMPO: the policy's attempts on the training tasks, then the DMPO run on the pairs (both
+    trajectories of every pair, the corpus's mean length each: an assumption until it has run)."""
+    d, ev = cfg["dmpo"], cfg["eval"]
+    tasks = benchmark_tasks(cfg, "dmpo", {}, spec=d["tasks"])
+    attempts = tasks * d["attempts"]
+    job_hours = (
+        tasks * d["attempts"] * rates.rollout_s.get("dmpo", cfg["plan"]["rollout_seconds_per_attempt"])
+    )
+    job_hours /= ev["concurrency"] * d["rollout_shards"] * 3600
+    gpus = prof.rollout_gpus
+    rollouts = Row(f"rollouts {model} preference", attempts, "attempts",
+                   f"{cfg['plan']['rollout_seconds_per_attempt']:,.0f} s/attempt", gpus,
+                   job_hours * d["rollout_shards"] * gpus, job_hours)  # fmt: skip
+    mean = lengths.tokens(math.inf) / lengths.count if lengths.count else 0.0
+    tokens = d["epochs"] * tasks * d["pairs_per_task"] * 2 * mean
+    return [rollouts, _train_row(str(model), tokens, rates, prof, cfg["train"]["cpu_processes"], done)]
 
 
 def _score_row(cfg, grid: Grid, h2: int, pool: Pool, rates: Rates, prof: Profile) -> Row:
@@ -291,11 +316,14 @@ def _diagnostics_row(cfg, grid: Grid, lengths: Lengths, rates: Rates, prof: Prof
                _device_hours(gpu_s, prof.score_gpus), gpu_s / max(prof.score_gpus, 1) / 3600)  # fmt: skip
 
 
-def benchmark_tasks(cfg: Mapping, bench: str, manifests: Mapping[str, int]) -> int:
-    """Tasks of a benchmark: its tasks.json, its `tasks` list, its directory, or plan.benchmark_tasks."""
+def benchmark_tasks(
+    cfg: Mapping, bench: str, manifests: Mapping[str, int], spec: Mapping | None = None
+) -> int:
+    """Tasks of a benchmark (or of dmpo.tasks, `spec`): its tasks.json, its `tasks` list, its directory, or
+    plan.benchmark_tasks."""
     if bench in manifests:
         return manifests[bench]
-    spec = cfg["eval"]["benchmarks"][bench]
+    spec = spec or cfg["eval"]["benchmarks"][bench]
     if spec.get("tasks"):
         return len(spec["tasks"])
     local = Path(spec.get("path") or "/nonexistent")
@@ -328,10 +356,10 @@ def critical_path_hours(rows: list[Row], cfg: Mapping) -> float:
     then the slowest benchmark's rollouts."""
     wall = {r.stage: r.wall_hours for r in rows}
     grid = Grid.from_config(cfg)
-    single = max(wall[f"train single-K{k}"] for k in grid.horizons)
+    single = max(wall[f"train {ModelName.single(k)}"] for k in grid.horizons)
     refine = [wall[f"score H{grid.h1}-{h2}"] + max(wall[f"train {s.model}"] for s in grid.subsets if s.h2 == h2)
               for h2 in grid.h2s if any(s.h2 == h2 for s in grid.subsets)]  # fmt: skip
-    two_stage = wall[f"train single-K{grid.h1}"] + max(refine, default=0.0)
+    two_stage = wall[f"train {grid.theta1}"] + max(refine, default=0.0)
     rollouts = max((r.wall_hours for r in rows if r.stage.startswith("rollouts")), default=0.0)
     return wall["tokenize"] + max(single, two_stage) + rollouts
 
