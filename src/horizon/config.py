@@ -83,7 +83,6 @@ def _allowed(values) -> str:
 
 def check_grid(cfg: Mapping) -> None:
     """Relations between keys, which a JSON schema cannot express."""
-    from horizon.grid import Grid
 
     horizons, ref = cfg["horizons"], cfg["refine"]
     if ref["h1"] not in horizons:
@@ -127,13 +126,19 @@ def check_grid(cfg: Mapping) -> None:
             "eval.context: stop)"
         )
     _check_dmpo(cfg)
-    names = set(Grid.from_config(cfg).model_names)
+    check_report(cfg)
+
+
+def check_report(cfg: Mapping) -> None:
+    """Tables name models of the grid: the pairs compared, the models annotated; labels are unique."""
+    from horizon.grid import Grid
+
+    names = Grid.from_config(cfg).model_names
     for i, pair in enumerate(cfg["report"]["paired"]):
         for m in pair:
             if m not in names:
                 raise ConfigError(
-                    f"config key report.paired[{i}]: {m!r} is not a model of the grid "
-                    f"(models: {_allowed(Grid.from_config(cfg).model_names)})"
+                    f"config key report.paired[{i}]: {m!r} is not a model of the grid (models: {_allowed(names)})"
                 )
         if pair[0] == pair[1]:
             raise ConfigError(f"config key report.paired[{i}]: compares {pair[0]!r} with itself")
