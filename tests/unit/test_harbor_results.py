@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from horizon.eval.harbor_results import HarborResultError, convert_job, read_episodes
+from horizon.eval.harbor_results import HarborResultError, convert_job, drop_interrupted, read_episodes
 from horizon.eval.settings import Attempt
 from horizon.report.metrics import build_cell
 from tests.helpers import FIXTURES, HARBOR_RUN_TASKS
@@ -124,3 +124,19 @@ def test_harbor_engine_trajectory_without_raw_answers_uses_harbors_tool_calls():
                       step(None, "Previous response had parsing errors"), step(done), step(done)]}  # fmt: skip
     ep = read_episodes(traj, [])
     assert (ep.count, ep.parse_errors, ep.first_complete, ep.completed) == (4, 1, 2, True)
+
+
+def test_harbor_engine_interrupted_trial_is_dropped_before_the_resume(tmp_path):
+    # what Harbor writes for a trial its SIGTERM handler's KeyboardInterrupt hit mid-step: a result
+    # with neither a reward nor an exception (seen here; Harbor's resume would keep it as finished)
+    job = shutil.copytree(RESULTS / "job", tmp_path / "job")
+    trial = next(job.glob("count-words__*"))
+    res = json.loads((trial / "result.json").read_text())
+    res.update(
+        verifier_result=None, exception_info=None, agent_setup=None, agent_execution=None, verifier=None
+    )
+    (trial / "result.json").write_text(json.dumps(res))
+    conv = convert_job(job, TASKS, 1, 0)
+    assert ("count-words", 0) in conv.missing and trial.name in conv.skipped
+    assert drop_interrupted(job) == [trial.name] and not trial.exists()
+    assert drop_interrupted(job) == []  # the others are finished trials (or Harbor's own cancelled ones)

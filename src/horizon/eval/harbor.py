@@ -36,7 +36,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from horizon.eval.harbor_results import HarborResultError, convert_job, read_json
+from horizon.eval.harbor_results import HarborResultError, convert_job, drop_interrupted, read_json
 from horizon.eval.reference import ReferenceMissing, env_dir
 from horizon.eval.settings import Attempt, EvalSettings
 from horizon.eval.tasks import Task
@@ -53,7 +53,7 @@ class HarborError(RuntimeError):
 
 
 def harbor_exe(env: str | Path | None) -> Path:
-    exe = env_dir(env) / "bin" / "harbor"
+    exe = env_dir(env).resolve() / "bin" / "harbor"  # absolute: Harbor runs in the job's directory
     if not exe.exists():
         raise ReferenceMissing(
             f"eval.harness harbor needs Harbor: no {exe}; build the environment with `make refenv` (or "
@@ -273,6 +273,7 @@ def prepare_job(root: Path, cfg: dict, exe: Path) -> list[str]:
     if job.exists():
         if request.exists() and read_json(request) == cfg and (job / "config.json").exists():
             log.info("resuming Harbor job %s (finished trials are kept)", job)
+            drop_interrupted(job)
             return [str(exe), "job", "resume", "-p", str(job)]
         aside = root / f"job.replaced-{time.strftime('%Y%m%d-%H%M%S')}"
         log.warning("the Harbor job in %s ran another config: kept aside as %s, starting afresh", job, aside)
@@ -306,7 +307,7 @@ def harbor_job(model_dir: str, tasks_json: str, settings: EvalSettings, seed: in
     docker = settings.harbor.environment == "docker"
     env = {
         "LITELLM_LOCAL_MODEL_COST_MAP": "True",
-        **(compose_env(env_dir(settings.reference_env), root) if docker else {}),
+        **(compose_env(exe.parents[1], root) if docker else {}),
     }
     tools = toolchain.build(root / "toolchain") if docker and settings.harbor.toolchain else None
     if docker:

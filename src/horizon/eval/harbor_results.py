@@ -19,7 +19,8 @@ of the record comes from:
   or start, the agent's setup, the model API), is `infra_error` with its evidence (type, message,
   the trial's exception.txt): excluded from the metrics, never scored as a failure.
 - A trial cancelled by a signal (CancelledError) or left without result.json is not an attempt:
-  Harbor's resume deletes and reruns it.
+  Harbor's resume deletes and reruns it; one that Harbor wrote up with neither a reward nor an
+  exception (interrupted mid-step) is not one either, and is deleted before the resume.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+import shutil
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -78,19 +80,40 @@ def read_json(path: Path) -> dict:
         raise HarborResultError(f"{path}: cannot be read as JSON ({e})") from None
 
 
+def interrupted(result: dict) -> bool:
+    """A result.json with neither a reward nor an exception: Harbor wrote it for a trial that the
+    signal's KeyboardInterrupt hit mid-step (it records no exception then); its resume would keep it."""
+    return not result.get("exception_info") and not (result.get("verifier_result") or {}).get("rewards")
+
+
 def read_trials(job_dir: str | Path) -> tuple[list[Trial], list[str]]:
-    """(finished trials, names of the trial directories that are no attempt: cancelled or unfinished)."""
+    """(finished trials, names of the trial directories that are no attempt: cancelled, interrupted
+    or unfinished)."""
     trials, skipped = [], []
     for d in sorted(p for p in Path(job_dir).iterdir() if p.is_dir()):
         if not (d / "result.json").exists():
             skipped.append(d.name)
             continue
         t = Trial(d, read_json(d / "result.json"))
-        if (t.exception or {}).get("exception_type") == CANCELLED:
+        if (t.exception or {}).get("exception_type") == CANCELLED or interrupted(t.result):
             skipped.append(d.name)
             continue
         trials.append(t)
     return trials, skipped
+
+
+def drop_interrupted(job_dir: str | Path) -> list[str]:
+    """Delete the interrupted trials (see `interrupted`), so that Harbor's resume runs them again."""
+    dropped = []
+    for f in sorted(Path(job_dir).glob("*/result.json")):
+        if interrupted(read_json(f)):
+            shutil.rmtree(f.parent)
+            dropped.append(f.parent.name)
+    if dropped:
+        log.warning(
+            "%d interrupted trial(s) of %s will run again: %s", len(dropped), job_dir, ", ".join(dropped)
+        )
+    return dropped
 
 
 def reward_of(rewards: dict | None) -> float | None:
@@ -226,10 +249,6 @@ def classify(trial: Trial, ep: Episodes, max_turns: int | None) -> tuple[str, st
         policy.get("should_grade") is False or not agent_ran or (reward is None and kind not in AGENT_ENDINGS)
     ):
         return "infra_error", "infra_error", None
-    if reward is None and not exc:
-        raise HarborResultError(
-            f"{trial.dir / 'result.json'}: a finished trial without a reward or an exception"
-        )
     if reward is not None and reward >= 1.0 - 1e-9:
         return "none", ended, reward
     return ("tests_failed" if ended == "completed" else ended), ended, reward
