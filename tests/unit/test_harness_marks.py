@@ -28,7 +28,7 @@ def test_harbor_engine_rows_are_marked_in_every_table_that_names_models(tmp_path
     t, tidy = build("reliability", tmp_path, **kw)
     md = t.markdown()
     assert "| single-stage K=8 [harbor] |" in md and "| single-stage K=16 |" in md
-    assert "the attempts of single-stage K=8 (harbor) come from Harbor's harness" in t.caption
+    assert "Harness: single-stage K=8 [harbor] ran through Harbor's harness" in t.caption
     assert {r["model"]: r["harness"] for r in tidy} == {"single-K8": "harbor", "single-K16": "horizon"}
     assert "harness" in (tmp_path / "reliability.csv").read_text().splitlines()[0]
     assert "[harbor]" in (tmp_path / "reliability.tex").read_text()

@@ -33,11 +33,12 @@ def marks(by_model: dict[str, set[str]]) -> dict[str, str]:
 
 
 def note(by_model: dict[str, set[str]]) -> str:
-    foreign = sorted(m for m, h in by_model.items() if h - {OWN})
-    names = ", ".join(f"{ModelName.parse(m).label} ({'+'.join(sorted(by_model[m]))})" for m in foreign)
+    mk = marks(by_model)
+    names = ", ".join(f"{ModelName.parse(m).label}{mk[m]}" for m in sorted(mk))
     return (
-        f" Harness: the attempts of {names} come from Harbor's harness (eval.harness: harbor: the published "
-        "Terminus-2 in Harbor's environment), marked [harbor]; every other model's from horizon's own."
+        f" Harness: {names} ran through Harbor's harness (eval.harness: harbor, the published Terminus-2 in "
+        "Harbor's environment; [harbor+horizon]: attempts from both), marked so; every other model through "
+        "horizon's own."
     )
 
 
