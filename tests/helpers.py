@@ -112,3 +112,25 @@ def compile_latex(table_tex: str, workdir: Path) -> subprocess.CompletedProcess:
         text=True,
         timeout=120,
     )
+
+
+# two tasks both harnesses run (tests/engines/test_harbor_engine.py, bench/harbor_overhead.py)
+HARBOR_RUN_TASKS = FIXTURES / "harbor-run"
+
+
+def scripted_answers() -> dict:
+    """FAKE model (tests/fixtures/fake_vllm.py's script): per task, the answers in order. greet: an
+    unparseable answer, the fix, task_complete twice (success); count-words: a wrong count (failure)."""
+    from horizon.terminus import Command, render_response
+
+    def ans(cmd=None, done=False):
+        return render_response("a", "p", [Command(cmd, 0.2)] if cmd else [], done, reasoning="r")
+
+    done = [ans(done=True), ans(done=True)]
+    return {
+        "tasks": [
+            {"match": "the word hello to /app/greeting.txt",
+             "answers": ["<think>\nr\n</think>\n\nI will write it {not json", ans("echo hello > /app/greeting.txt\n"), *done]},
+            {"match": "number of words in /app/poem.txt", "answers": [ans("wc -l < /app/poem.txt > /app/words.txt\n"), *done]},
+        ]
+    }  # fmt: skip

@@ -101,6 +101,8 @@ def check_grid(cfg: Mapping) -> None:
             raise ConfigError(f"config key eval.benchmarks.{name}: give exactly one of `path` or `hf`")
     if ev["backend"] == "openai" and not ev.get("endpoint"):
         raise ConfigError("config key eval.endpoint: required when eval.backend is openai")
+    if ev["harness"] == "harbor":
+        check_harbor(ev)
     for i, k in enumerate(cfg["report"]["rel_k"]):
         if k > ev["attempts"]:
             raise ConfigError(
@@ -201,6 +203,36 @@ def check_hygiene(cfg: Mapping) -> None:
     for key in ("endpoint", "model"):
         if judge["enabled"] and not judge[key]:
             raise ConfigError(f"config key judge.{key}: required when judge.enabled is true")
+
+
+def check_harbor(ev: Mapping) -> None:
+    """eval.harness harbor: what Harbor's job can run (an HTTP endpoint, Harbor-format tasks)."""
+    import re
+
+    if ev["backend"] == "transformers":
+        raise ConfigError(
+            "config key eval.backend: transformers is in-process, and Harbor's Terminus-2 needs an "
+            "OpenAI-compatible endpoint: use vllm (or openai) with eval.harness harbor"
+        )
+    for name, bench in ev["benchmarks"].items():
+        if bench["format"] != "harbor":
+            raise ConfigError(
+                f"config key eval.benchmarks.{name}.format: {bench['format']} tasks cannot run in a Harbor job "
+                "(eval.harness harbor runs Harbor-format task directories; convert them with Harbor's "
+                "terminal-bench adapter, or use eval.harness horizon)"
+            )
+    model = ev.get("endpoint_model") or "horizon"
+    if ev["backend"] == "openai" and not re.fullmatch(r"[A-Za-z0-9._-]{1,64}", model):
+        raise ConfigError(
+            f"config key eval.endpoint_model: {model!r} cannot go through LiteLLM's hosted_vllm route, which "
+            "takes letters, digits, '.', '_' and '-' only: serve the model under such a name "
+            "(vllm serve --served-model-name)"
+        )
+    if ev["max_consecutive_parse_errors"] is not None:
+        raise ConfigError(
+            "config key eval.max_consecutive_parse_errors: Harbor's Terminus-2 has no such cap; "
+            "leave it null with eval.harness harbor"
+        )
 
 
 def load(path: str | Path) -> dict:

