@@ -1,7 +1,7 @@
 import pytest
 
-from horizon.eval.grading import parse_pytest_summary
 from horizon.eval.tasks import TaskError, load_benchmark, load_harbor, load_tb1
+from horizon.eval.verdict import ParseError, pytest_results
 from tests.helpers import FIXTURES
 
 
@@ -53,12 +53,13 @@ FAILED tests/test_outputs.py::test_b - AssertionError
 ERROR tests/test_outputs.py::test_c
 ========================= 1 failed, 1 passed, 1 error in 0.1s =========================
 """
-    assert parse_pytest_summary(out) == {
-        "tests/test_outputs.py::test_a": "PASSED",
-        "tests/test_outputs.py::test_b": "FAILED",
-        "tests/test_outputs.py::test_c": "ERROR",
-    }
-    assert parse_pytest_summary("no tests ran") == {}
+    assert pytest_results(out) == {
+        "test_a": "PASSED",
+        "test_b": "FAILED",
+        "test_c": "ERROR",
+    }  # named as TB1 names them
+    with pytest.raises(ParseError, match="no 'short test summary info' section"):
+        pytest_results("no tests ran")
 
 
 def test_check_tasks_prints_each_task_and_names_file_and_field_of_the_malformed(capsys):

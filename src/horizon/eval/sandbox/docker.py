@@ -26,6 +26,7 @@ import hashlib
 import io
 import logging
 import os
+import re
 import tarfile
 import threading
 import time
@@ -39,6 +40,7 @@ from horizon.eval.sandbox import (
     Sandbox,
     SandboxError,
     SandboxSpec,
+    Unsupported,
 )
 from horizon.io import tar_bytes
 
@@ -90,8 +92,8 @@ def _present(c, ref: str) -> bool:
         raise SandboxError(f"the Docker daemon at {_host()} failed looking up image {ref}: {e}") from None
 
 
-def context_hash(context: Path, base_image: str) -> str:
-    h = hashlib.sha256(base_image.encode())
+def context_hash(context: Path, base_image: str, dockerfile: str = "Dockerfile", mapped: str = "") -> str:
+    h = hashlib.sha256(f"{base_image}\0{dockerfile}\0{mapped}".encode())
     for p in sorted(context.rglob("*")):
         if p.is_file():
             h.update(str(p.relative_to(context)).encode())
@@ -99,42 +101,82 @@ def context_hash(context: Path, base_image: str) -> str:
     return h.hexdigest()[:16]
 
 
-def ensure_image(c, spec: SandboxSpec, base_image: str) -> str:
+def _pull(c, spec: SandboxSpec) -> str:
+    """The task's prebuilt image; one the daemon cannot pull (no registry here) is Unsupported."""
+    import docker.errors
+    import requests.exceptions
+
+    if not _present(c, spec.image):
+        log.info("pulling %s", spec.image)
+        try:
+            c.images.pull(spec.image)
+        except requests.exceptions.RequestException as e:  # the daemon itself is unreachable
+            raise SandboxError(
+                f"{spec.name}: the Docker daemon at {_host()} failed pulling {spec.image}: {e}"
+            ) from None
+        except docker.errors.DockerException as e:
+            raise Unsupported(
+                f"image {spec.image} is not present and cannot be pulled here ({e})", "docker"
+            ) from None
+    return spec.image
+
+
+def _build(c, spec: SandboxSpec, base_image: str, image_map: dict, tag: str) -> None:
+    """Build the task's image; a Dockerfile that cannot build here (the network it needs, a FROM image
+    that cannot be pulled and is not mapped) is Unsupported, with the end of the build log."""
+    import docker.errors
+
+    from horizon.eval.dockerfile import map_bases
+
     daemon, _ = _errors()
+    mapped = (
+        map_bases(spec.dockerfile_dir / spec.dockerfile, image_map, {"BASE_IMAGE": base_image})
+        if image_map
+        else None
+    )
+    kw = {"path": str(spec.dockerfile_dir), "tag": tag, "rm": True, "forcerm": True,
+          "buildargs": {"BASE_IMAGE": base_image}, "network_mode": "none", "dockerfile": spec.dockerfile}  # fmt: skip
+    name = f".horizon-{tag.split(':')[-1]}.Dockerfile"
+    try:
+        if (
+            mapped is not None
+        ):  # the Dockerfile with its FROM mapped, beside it in the context (removed after)
+            (spec.dockerfile_dir / name).write_text(mapped)
+            kw["dockerfile"] = name
+        c.images.build(**kw)
+    except docker.errors.BuildError as e:
+        tail = "".join(str(x.get("stream") or x.get("error") or "") for x in e.build_log)[-600:].strip()
+        raise Unsupported(
+            f"{spec.dockerfile} does not build here (no network while building): {e.msg}; {tail}", "docker"
+        ) from None
+    except daemon as e:
+        raise SandboxError(f"{spec.name}: building the image of {spec.dockerfile_dir} failed: {e}") from None
+    finally:
+        if mapped is not None:
+            (spec.dockerfile_dir / name).unlink(missing_ok=True)
+
+
+def ensure_image(c, spec: SandboxSpec, base_image: str, image_map: dict | None = None) -> str:
+    if len(spec.services) > 1:
+        raise Unsupported(f"docker-compose.yaml has {len(spec.services)} services ({', '.join(spec.services)}): "
+                          "one container runs one", "docker")  # fmt: skip
     if spec.image and not spec.dockerfile_dir:
-        if not _present(c, spec.image):
-            log.info("pulling %s", spec.image)
-            try:
-                c.images.pull(spec.image)
-            except daemon as e:
-                raise SandboxError(
-                    f"{spec.name}: image {spec.image} is not present and pulling it failed: {e}"
-                ) from None
-        return spec.image
+        return _pull(c, spec)
     if spec.image and _present(c, spec.image):  # a task with both: the prebuilt image wins (Harbor semantics)
         return spec.image
     if not spec.dockerfile_dir:
         raise SandboxError(f"{spec.name}: the task has neither docker_image nor a Dockerfile")
-    tag = f"horizon-task:{context_hash(spec.dockerfile_dir, base_image)}"
+    mapping = dict(image_map or {})
+    tag = "horizon-task:" + context_hash(
+        spec.dockerfile_dir, base_image, spec.dockerfile, repr(sorted(mapping.items()))
+    )
     with _locks_guard:
         lock = _build_locks.setdefault(tag, threading.Lock())
     with lock:
         if _present(c, tag):
             return tag
         t = time.monotonic()
-        try:
-            c.images.build(
-                path=str(spec.dockerfile_dir),
-                tag=tag,
-                rm=True,
-                forcerm=True,
-                buildargs={"BASE_IMAGE": base_image},
-                network_mode="none",
-            )
-        except daemon as e:
-            raise SandboxError(
-                f"{spec.name}: building the image of {spec.dockerfile_dir} failed: {e}"
-            ) from None
+        _build(c, spec, base_image, mapping, tag)
         log.info("built %s from %s in %.1f s", tag, spec.dockerfile_dir, time.monotonic() - t)
     return tag
 
@@ -159,8 +201,11 @@ class DockerSandbox(Sandbox):
         toolchain: str | Path | None = None,
         base_image: str = BASE_IMAGE,
         max_processes: int | None = None,
+        image_map: dict | None = None,
     ):
         self.spec = spec
+        self.image_map = dict(image_map or {})
+        self._workdir = spec.workdir or "/"
         self.toolchain = Path(toolchain) if toolchain else None
         self.base_image = base_image
         self.max_processes = max_processes or spec.max_processes
@@ -169,20 +214,22 @@ class DockerSandbox(Sandbox):
 
     def start(self) -> None:
         c = client()
-        image = ensure_image(c, self.spec, self.base_image)
+        image = ensure_image(c, self.spec, self.base_image, self.image_map)
         labels = {LABEL: "1", **{k: str(v) for k, v in self.spec.labels.items()}}
+        if not self.spec.workdir:  # the image's own WORKDIR, as docker exec would use it
+            self._workdir = (c.images.get(image).attrs.get("Config") or {}).get("WorkingDir") or "/"
         daemon, _ = _errors()
         self.started_at = int(time.time()) - 1
         try:
             self.container = c.containers.run(
-                image, command=PID1, detach=True, labels=labels, working_dir="/app",
+                image, command=PID1, detach=True, labels=labels, working_dir=self._workdir,
                 network_mode=None if self.spec.allow_internet else "none", hostname="box",
                 nano_cpus=int(self.spec.cpus * 1e9), mem_limit=f"{self.spec.memory_mb}m",
-                pids_limit=self.max_processes, environment={"TERM": "xterm-256color"},
+                pids_limit=self.max_processes, environment={"TERM": "xterm-256color", **self.spec.env},
             )  # fmt: skip
         except daemon as e:
             raise SandboxError(f"{self.spec.name}: starting a container of {image} failed: {e}") from None
-        self.exec(["mkdir", "-p", "/app", "/logs"], timeout=30, cwd="/")
+        self.exec(["mkdir", "-p", self._workdir, "/logs"], timeout=30, cwd="/")
         if self.exec(["sh", "-c", "command -v tmux"], timeout=30, cwd="/").rc != 0:
             self.stop()
             raise SandboxError(f"{self.spec.name}: the image {image} has no tmux (add it to the image)")
@@ -190,6 +237,17 @@ class DockerSandbox(Sandbox):
     @classmethod
     def sweep(cls, run_id: str) -> int:
         return sweep(run_id)
+
+    @property
+    def workdir(self) -> str:
+        return self._workdir
+
+    def image_env(self) -> dict[str, str]:
+        """The container's environment (its image's ENV lines and the task's), as docker exec gives it."""
+        if self.container is None:
+            return dict(self.spec.env)
+        pairs = (e.partition("=") for e in (self.container.attrs.get("Config") or {}).get("Env") or [])
+        return {k: v for k, _, v in pairs if k != "TERM"}
 
     def alive(self) -> bool:
         if self.container is None:
@@ -213,7 +271,7 @@ class DockerSandbox(Sandbox):
             self.container = None
 
     def exec(
-        self, argv, timeout=None, env=None, cwd="/app", input=None, max_bytes=1 << 20, user=""
+        self, argv, timeout=None, env=None, cwd=None, input=None, max_bytes=1 << 20, user=""
     ) -> ExecResult:
         if self.container is None:
             raise SandboxError(f"{self.spec.name}: the sandbox is not running")
@@ -227,7 +285,7 @@ class DockerSandbox(Sandbox):
         api = self.container.client.api
         daemon, _ = _errors()
         try:
-            ex = api.exec_create(self.container.id, cmd, workdir=cwd, environment=env or {}, stdout=True,
+            ex = api.exec_create(self.container.id, cmd, workdir=cwd or self.workdir, environment=env or {}, stdout=True,
                                  stderr=True, user=user)  # fmt: skip
             stream = api.exec_start(ex["Id"], stream=True, demux=True)
             out, err = bytearray(), bytearray()
@@ -272,6 +330,8 @@ class DockerSandbox(Sandbox):
         self._put_archive("/tests", tests_archive, "the tests")
         if self.toolchain is not None:
             self._put_archive("/opt", _toolchain_tar(self.toolchain), "the graders' toolchain")
+            if re.search(rb"\buvx?\b", tests_archive):  # the real uv (38 MB) only for tests that call it
+                self._put_archive("/opt/horizon", _toolchain_tar(self.toolchain / "libexec", "libexec"), "uv")
         owner = (self.container.attrs.get("Config") or {}).get("User") or "0"
         if owner in ("0", "root"):  # the archive made it, owned by root
             return home
@@ -368,11 +428,19 @@ class DockerSandbox(Sandbox):
         return True
 
 
-def _toolchain_tar(path: Path) -> bytes:
-    """The toolchain as an archive (built once per job: it never changes after toolchain.build)."""
+def _toolchain_tar(path: Path, name: str = "horizon") -> bytes:
+    """The toolchain as an archive, without the uv binary (its own archive: libexec); built once per job."""
     key = str(path)
     if key not in _toolchain_tars:
-        _toolchain_tars[key] = tar_bytes(path, "horizon")
+        data = tar_bytes(path, name)
+        if name == "horizon":  # leave libexec/ out of the core archive
+            src, out = tarfile.open(fileobj=io.BytesIO(data)), io.BytesIO()
+            with tarfile.open(fileobj=out, mode="w") as tar:
+                for m in src.getmembers():
+                    if not m.name.startswith("horizon/libexec"):
+                        tar.addfile(m, src.extractfile(m) if m.isfile() else None)
+            data = out.getvalue()
+        _toolchain_tars[key] = data
     return _toolchain_tars[key]
 
 

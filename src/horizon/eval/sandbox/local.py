@@ -46,7 +46,17 @@ import subprocess
 import time
 from pathlib import Path
 
-from horizon.eval.sandbox import Diagnosis, ExecResult, Sandbox, SandboxError, SandboxSpec, hostexec, netns
+from horizon.eval.sandbox import (
+    Diagnosis,
+    ExecResult,
+    Sandbox,
+    SandboxError,
+    SandboxSpec,
+    Unsupported,
+    hostexec,
+    imagebuild,
+    netns,
+)
 from horizon.eval.sandbox import limits as cgroups
 from horizon.eval.sandbox.hostfs import (
     FIXED_MTIME,
@@ -72,11 +82,29 @@ NAMESPACES = {
     "uts": "--uts",
 }
 INIT = (Path(__file__).parent / "init.py").read_text()
-MOUNT_APP = f"""set -e; umask 022
-mkdir /run/horizon/upper/data /run/horizon/upper/work
-mount -n -t overlay -o lowerdir=/run/horizon/lower,upperdir=/run/horizon/upper/data,workdir=/run/horizon/upper/work horizon-app /app
-umount -n -l /run/horizon/lower /run/horizon/upper
-touch -h -d @{FIXED_MTIME} /app"""
+BUILD_TAIL = 4000  # bytes of a failed Dockerfile step's output kept in the reason
+
+
+def mount_script(image: imagebuild.LocalImage, rebind_tools: bool) -> str:
+    """Overlays for the staged top-level directories: writable ones over a tmpfs layer (as /app always
+    was), system ones read-only over the host's; then the staging mounts go (lazily)."""
+    lines = ["set -e; umask 022"]
+    for top in image.writable:
+        up = f"/run/horizon/upper/{top}"
+        lines += [f"mkdir {up} {up}/data {up}/work",
+                  f"mount -n -t overlay -o lowerdir=/run/horizon/lower/{top},upperdir={up}/data,workdir={up}/work "
+                  f"horizon-{top} /{top}"]  # fmt: skip
+    for top in image.system:
+        lines.append(f"mount -n -t overlay -o lowerdir=/run/horizon/lower/{top}:/{top} horizon-{top} /{top}")
+    if rebind_tools:  # an overlay on /opt hid the toolchain's mount point
+        lines += ["mkdir -p /opt/horizon", "mount -n --bind /run/horizon/tools /opt/horizon",
+                  "mount -n -o remount,bind,ro /opt/horizon"]  # fmt: skip
+    lines.append("umount -n -l /run/horizon/lower /run/horizon/upper")
+    lines += [f"touch -h -d @{FIXED_MTIME} /{top}" for top in image.writable]
+    return "\n".join(lines)
+
+
+SEAL = "mount -n -o remount,bind,ro / && umount -n -l /run/horizon/build /run/horizon/context"
 KILL_ALL = """i=0
 while [ $i -lt 500 ]; do kill -9 -1 2>/dev/null || exit 0; i=$((i+1)); sleep 0.01; done
 echo "processes of the sandbox survive kill -9 -1" >&2; exit 1"""
@@ -100,7 +128,8 @@ class LocalSandbox(Sandbox):
     grader_home = "/opt/horizon/home"
 
     def __init__(self, spec: SandboxSpec, toolchain: str | Path | None = None, hostname: str = "box",
-                 limits: str = "auto"):  # fmt: skip
+                 limits: str = "auto", image_map: dict | None = None, base_image: str | None = None):  # fmt: skip
+        # image_map, base_image: docker's options; here the host's userland stands in for every FROM image
         if limits not in ("auto", "cgroup", "rlimit"):
             raise ValueError(f"sandbox_options.limits: {limits!r} (allowed: auto, cgroup, rlimit)")
         self.spec, self.hostname, self.limits = spec, hostname, limits
@@ -112,6 +141,7 @@ class LocalSandbox(Sandbox):
         self.ns: dict[str, int] = {}
         self.net: netns.UserNet | None = None
         self.init_pid = 0
+        self.image: imagebuild.LocalImage | None = None
         self.chan: hostexec.InitChannel | None = None
         self.tools = {t: host_tool(t, "util-linux") for t in ("nsenter", "setpriv")}
 
@@ -123,19 +153,50 @@ class LocalSandbox(Sandbox):
         self.lease = UidLease() if as_root else None
         self.uid = self.lease.uid if as_root else os.getuid()
         try:
-            self.root, tools = prepare_root(self.spec, self.toolchain, self.uid if as_root else None)
+            self.root, tools, self.image = prepare_root(
+                self.spec, self.toolchain, self.uid if as_root else None
+            )
             self.cgroup = self._make_cgroup()
             self._launch(bwrap, tools, as_root)
-            r = self._run(["sh", "-c", MOUNT_APP], privileged=True, timeout=30)
+            script = mount_script(self.image, "opt" in self.image.writable and tools is not None)
+            r = self._run(["sh", "-c", script], privileged=True, timeout=30)
             if r.rc != 0:
                 raise SandboxError(
                     f"{self.spec.name}: mounting /app failed: {r.stderr.decode(errors='replace')[-500:]}"
                 )
+            if self.image.inside:
+                self._build()
             if self.spec.allow_internet:
                 self.net = netns.UserNet.start(self, self.tools["setpriv"] if as_root else None)
         except BaseException:
             self.stop()
             raise
+
+    def _build(self) -> None:
+        """The Dockerfile's steps from its first RUN on, as the sandbox's root, before any agent process;
+        a step that fails makes the task Unsupported here, naming its line and the end of its output."""
+        img = self.image
+        env = {"PATH": PATH, "HOME": "/root", "LANG": "C.UTF-8", **img.start_env}
+        script = imagebuild.build_script(img)
+        cmd = ["env", "-i", *(f"{k}={v}" for k, v in env.items()), "sh", "-c", script]
+        r = self._run(cmd, cwd=img.start_dir, privileged=True, timeout=self.spec.build_timeout)
+        out = (r.stdout + r.stderr).decode("utf-8", "replace")
+        if r.killed or "horizon-build-done" not in out:
+            failed = [line.split() for line in out.splitlines() if line.startswith("horizon-step ")]
+            line, rc = failed[-1][1:3] if failed else ("?", "killed" if r.killed else str(r.rc))
+            why = f"timed out after {self.spec.build_timeout:.0f} s" if r.killed else f"exited {rc}"
+            tail = out.replace("horizon-step", "").strip()[-BUILD_TAIL:].strip()
+            raise Unsupported(
+                f"{img.file}: line {line}: the step {why} in the sandbox: ...{tail[-600:]}", "local"
+            )
+        r = self._run(["sh", "-c", SEAL], privileged=True, timeout=30)
+        if r.rc != 0:
+            raise SandboxError(
+                f"{self.spec.name}: sealing / after the build failed: {r.stderr.decode(errors='replace')[-300:]}"
+            )
+
+    def image_env(self) -> dict[str, str]:
+        return dict(self.image.env) if self.image is not None else dict(self.spec.env)
 
     def _make_cgroup(self) -> cgroups.Cgroup | None:
         if self.limits == "rlimit":
@@ -177,15 +238,26 @@ class LocalSandbox(Sandbox):
             argv += ["--ro-bind", str(self.root / "resolv.conf"), "/etc/resolv.conf"]
         # each scratch tmpfs may take half the memory (a full one fails with ENOSPC, not the OOM killer);
         # together they are bounded by the cgroup, which their pages are charged to
+        # each scratch tmpfs may take half the memory (a full one fails with ENOSPC, not the OOM killer);
+        # together they are bounded by the cgroup, which their pages are charged to
         mem, app = str(self.spec.memory_mb << 19), str(self.spec.storage_mb << 20)
         argv += ["--dev", "/dev", "--proc", "/proc", "--size", mem, "--tmpfs", "/tmp", "--size", mem, "--tmpfs", "/var/tmp",
-                 "--size", mem, "--tmpfs", "/root", "--size", str(64 << 20), "--tmpfs", "/run", "--dir", "/app",
-                 "--ro-bind", str(self.root / "lower"), "/run/horizon/lower", "--size", app, "--tmpfs", "/run/horizon/upper",
+                 "--size", mem, "--tmpfs", "/root", "--size", str(64 << 20), "--tmpfs", "/run",
+                 "--ro-bind", str(self.root / "image"), "/run/horizon/lower", "--size", app, "--tmpfs", "/run/horizon/upper",
                  "--dir", "/tests", "--dir", "/logs"]  # fmt: skip
+        for top in self.image.writable:
+            if top not in ("tmp", "root"):
+                argv += ["--dir", f"/{top}"]
+        if self.image.inside:
+            argv += ["--ro-bind", str(self.root / "build"), "/run/horizon/build",
+                     "--ro-bind", str(Path(self.spec.dockerfile_dir).resolve()), "/run/horizon/context"]  # fmt: skip
         argv += (
             ["--ro-bind", str(tools), "/opt/horizon"] if tools is not None else ["--dir", self.grader_home]
         )
-        return [*argv, "--remount-ro", "/", "--uid", "0", "--gid", "0", "--hostname", self.hostname, "--chdir", "/",
+        if tools is not None and "opt" in self.image.writable:
+            argv += ["--ro-bind", str(tools), "/run/horizon/tools"]
+        sealed = [] if self.image.inside else ["--remount-ro", "/"]  # a build seals / itself once it is done
+        return [*argv, *sealed, "--uid", "0", "--gid", "0", "--hostname", self.hostname, "--chdir", "/",
                 "--clearenv", "--setenv", "PATH", PATH, "--setenv", "HOME", "/root", "--setenv", "LANG", "C.UTF-8",
                 "--info-fd", str(info_fd), "--", py, "-I", "-S", "-c", INIT, str(chan_fd),
                 json.dumps(self._rlimits()), MARKER]  # fmt: skip
@@ -346,13 +418,14 @@ class LocalSandbox(Sandbox):
         except OSError as e:
             raise SandboxError(f"{self.spec.name}: starting {full[0]} failed: {e}") from None
 
-    def exec(self, argv, timeout=None, env=None, cwd="/app", input=None, max_bytes=1 << 20) -> ExecResult:
+    def exec(self, argv, timeout=None, env=None, cwd=None, input=None, max_bytes=1 << 20) -> ExecResult:
         if isinstance(argv, str):
             argv = ["bash", "-c", argv]
         if not self.alive() or self.chan is None:
             raise SandboxError(f"{self.spec.name}: the sandbox is not running")
-        full_env = {"PATH": PATH, "HOME": "/root", "LANG": "C.UTF-8", "TERM": "xterm-256color", **(env or {})}
-        r = self.chan.run(list(argv), full_env, cwd, input, max_bytes, timeout)
+        full_env = {"PATH": PATH, "HOME": "/root", "LANG": "C.UTF-8", "TERM": "xterm-256color",
+                    **self.image_env(), **(env or {})}  # fmt: skip
+        r = self.chan.run(list(argv), full_env, cwd or self.workdir, input, max_bytes, timeout)
         return ExecResult(
             r.rc, r.stdout.decode("utf-8", "replace"), r.stderr.decode("utf-8", "replace"), r.killed
         )
@@ -393,6 +466,15 @@ tar -x --no-same-owner -C /tests"""
                 f"{self.spec.name}: putting the tests in failed: {r.stderr.decode(errors='replace')[-500:]}"
             )
         return self.grader_home
+
+    def clear_grading(self) -> None:
+        r = self._run(
+            ["sh", "-c", f"umount -n -l /tests /logs {self.grader_home}"], privileged=True, timeout=30
+        )
+        if r.rc != 0:
+            raise SandboxError(
+                f"{self.spec.name}: clearing /tests and /logs failed: {r.stderr.decode(errors='replace')[-300:]}"
+            )
 
     def diagnose(self) -> Diagnosis:
         cg = self.cgroup
