@@ -21,7 +21,7 @@ def test_tb1_task_fields():
 
 def test_malformed_tasks_are_reported_with_file_and_field_and_others_load():
     tasks, errors = load_benchmark(FIXTURES / "harbor-tasks", "harbor")
-    assert [t.id for t in tasks] == ["hello", "json-reward"]
+    assert [t.id for t in tasks] == ["hello", "json-reward", "uvx-ctrf"]
     by_task = {e["task"]: e for e in errors}
     assert (
         by_task["broken-toml"]["file"] == "task.toml"
@@ -68,8 +68,9 @@ def test_check_tasks_prints_each_task_and_names_file_and_field_of_the_malformed(
     rc = main(["check-tasks", str(FIXTURES / "harbor-tasks")])
     out = capsys.readouterr().out.splitlines()
     assert rc == 1  # malformed tasks make the check fail
-    assert "ok     hello  (agent 30 s, tests 30 s)" in out
+    assert "ok     hello  (agent 30 s, tests 30 s, workdir /app)" in out
     assert any(line.startswith("ok     json-reward") for line in out)
     assert "ERROR  bad-timeout: task.toml: agent.timeout_sec: expected a positive number, got 'soon'" in out
     assert "ERROR  no-tests: tests/test.sh: -: missing" in out
+    assert out[-1] == "6 task directories: 3 ok, 0 unsupported, 3 malformed"
     assert main(["check-tasks", str(FIXTURES / "tb1-tasks"), "--format", "tb1"]) == 0

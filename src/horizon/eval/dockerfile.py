@@ -176,14 +176,15 @@ def map_bases(path: Path, mapping: dict[str, str], build_args: dict | None = Non
     """The Dockerfile's text with each FROM image named in `mapping` replaced by its local stand-in
     (an image that cannot be pulled here: README, Real benchmarks); None when no FROM is mapped."""
     lines = path.read_text().splitlines(keepends=True)
-    changed = False
+    changed, seen = False, {}
     for ins, ctx in zip((p := _parser(path, build_args)).structure, p.context_structure):
         if ins["instruction"] != "FROM":
+            seen = ctx.args  # the ARGs before a FROM are what its image name may use
             continue
         words = ins["value"].split()
         flags = [w for w in words if w.startswith("--")]
         rest = [w for w in words if not w.startswith("--")]
-        image = expand(rest[0], {**ctx.args, **(build_args or {})}) if rest else ""
+        image = expand(rest[0], {**seen, **(build_args or {})}) if rest else ""
         if image not in mapping:
             continue
         lines[ins["startline"]] = " ".join(["FROM", *flags, mapping[image], *rest[1:]]) + "\n"
