@@ -99,12 +99,24 @@ def mount_script(image: imagebuild.LocalImage, rebind_tools: bool) -> str:
     if rebind_tools:  # an overlay on /opt hid the toolchain's mount point
         lines += ["mkdir -p /opt/horizon", "mount -n --bind /run/horizon/tools /opt/horizon",
                   "mount -n -o remount,bind,ro /opt/horizon"]  # fmt: skip
-    lines.append("umount -n -l /run/horizon/lower /run/horizon/upper")
+    if not image.inside:  # a build still needs the upper layer for the directories its RUN steps make
+        lines.append("umount -n -l /run/horizon/lower /run/horizon/upper")
     lines += [f"touch -h -d @{FIXED_MTIME} /{top}" for top in image.writable]
     return "\n".join(lines)
 
 
-SEAL = "mount -n -o remount,bind,ro / && umount -n -l /run/horizon/build /run/horizon/context"
+# after a build: each top-level directory its RUN steps made gets a writable layer like the staged ones
+# (the agent may write there, as in the image), then / goes read-only and the build's mounts go
+SEAL = """set -e; umask 022
+for d in /*; do
+  n=${d#/}; [ -d "$d" ] && [ ! -L "$d" ] || continue
+  case " $* " in *" $n "*) continue;; esac
+  mkdir /run/horizon/upper/$n /run/horizon/upper/$n/data /run/horizon/upper/$n/work
+  mount -n -t overlay -o lowerdir=$d,upperdir=/run/horizon/upper/$n/data,workdir=/run/horizon/upper/$n/work horizon-$n $d
+done
+umount -n -l /run/horizon/lower /run/horizon/upper
+mount -n -o remount,bind,ro /
+umount -n -l /run/horizon/build /run/horizon/context"""
 KILL_ALL = """i=0
 while [ $i -lt 500 ]; do kill -9 -1 2>/dev/null || exit 0; i=$((i+1)); sleep 0.01; done
 echo "processes of the sandbox survive kill -9 -1" >&2; exit 1"""
@@ -176,6 +188,7 @@ class LocalSandbox(Sandbox):
         """The Dockerfile's steps from its first RUN on, as the sandbox's root, before any agent process;
         a step that fails makes the task Unsupported here, naming its line and the end of its output."""
         img = self.image
+        before = self._run(["ls", "-A", "/"], privileged=True, timeout=30).stdout.decode().split()
         env = {"PATH": PATH, "HOME": "/root", "LANG": "C.UTF-8", **img.start_env}
         script = imagebuild.build_script(img)
         cmd = ["env", "-i", *(f"{k}={v}" for k, v in env.items()), "sh", "-c", script]
@@ -189,7 +202,8 @@ class LocalSandbox(Sandbox):
             raise Unsupported(
                 f"{img.file}: line {line}: the step {why} in the sandbox: ...{tail[-600:]}", "local"
             )
-        r = self._run(["sh", "-c", SEAL], privileged=True, timeout=30)
+        known = [*img.tops, *before]
+        r = self._run(["sh", "-c", SEAL, "seal", *known], privileged=True, timeout=30)
         if r.rc != 0:
             raise SandboxError(
                 f"{self.spec.name}: sealing / after the build failed: {r.stderr.decode(errors='replace')[-300:]}"
