@@ -63,7 +63,11 @@ def test_paper_grid_counts_match_config():
     # benchmarks (Terminal-Bench v1 core, Terminal-Bench 2.0, OpenThoughts-TBLite: Tables 11-12)
     assert c["rollout"] == 25 * 3 * 4 and c["refine"] == 20 and c["train_single"] == 4
     assert c["benchmark"] == 3 and PAPER["eval"]["benchmarks"]["openthoughts-tblite"] == {
-        "format": "harbor", "hf": "open-thoughts/OpenThoughts-TBLite", "revision": "main", "tasks": None}
+        "format": "harbor",
+        "hf": "open-thoughts/OpenThoughts-TBLite",
+        "revision": "main",
+        "tasks": None,
+    }
     # the configured pairs, among them the paper's B.2 comparison single-K12288 vs single-K16384
     assert ["single-K12288", "single-K16384"] in PAPER["report"]["paired"] and c["cancellation"] == 2
 

@@ -173,8 +173,11 @@ def test_unsupported_tasks_are_named_skips_not_zeros(tmp_path):
     f = tmp_path / "attempts.jsonl"
     f.write_text("".join(json.dumps(r) + "\n" for r in recs))
     cell = build_cell("m", "bench", {0: f}, ["a", "b"], 2, 1, [1])
-    assert cell.tasks == ["a"] and cell.unsupported == {"b": "local sandbox: Dockerfile: line 3: RUN: exited 100"}
+    assert cell.tasks == ["a"] and cell.unsupported == {
+        "b": "local sandbox: Dockerfile: line 3: RUN: exited 100"
+    }
     assert cell.repeats[0]["rel_ge_1"] == 1.0 and cell.repeats[0]["success_attempts"] == 1.0
     assert _rests_on({("m", "bench"): cell}, "bench", {"attempts": 2, "repeats": 1}) == (
         "bench: 1 tasks × 2 attempts × 1 repeats; 1 tasks unsupported by the local sandbox, excluded (named in "
-        "the attempt records: b); 1 tasks ran with another network than their owner gives them (eval.network)")
+        "the attempt records: b); 1 tasks ran with another network than their owner gives them (eval.network)"
+    )

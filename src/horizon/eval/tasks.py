@@ -97,15 +97,16 @@ class Task:
     warnings: list[dict] = field(default_factory=list)  # {file, field, message}: unknown or unapplied
     extra: dict = field(default_factory=dict)
 
+    def __post_init__(self):
+        self.steps = [s if isinstance(s, Step) else Step(**s) for s in self.steps]  # from a manifest's dicts
+
     def to_dict(self) -> dict:
         return asdict(self)
 
     @classmethod
     def from_dict(cls, d: dict) -> Task:
         known = {f.name for f in fields(cls)}
-        kw = {k: v for k, v in d.items() if k in known}
-        kw["steps"] = [Step(**s) for s in kw.get("steps") or []]
-        return cls(**kw)
+        return cls(**{k: v for k, v in d.items() if k in known})
 
     @property
     def owner_network(self) -> bool:

@@ -79,10 +79,7 @@ def repeat_stats(
         s[t] = sum(1 for r in valid if r["success"])
         n[t] = len(valid)
     succ = [
-        r
-        for t in tasks
-        for r in by_task.get(t, [])
-        if r["success"] and r.get("failure_mode") not in EXCLUDED
+        r for t in tasks for r in by_task.get(t, []) if r["success"] and r.get("failure_mode") not in EXCLUDED
     ]
     reactive = [r for r in succ if is_reactive(r, patterns)]
     valid_all = [r for t in tasks for r in by_task.get(t, []) if r.get("failure_mode") not in EXCLUDED]
@@ -128,7 +125,9 @@ class Cell:
     attempts: int
     partial: bool = False
     unsupported: dict = field(default_factory=dict)  # task -> why the sandbox could not run it (excluded)
-    deviations: dict = field(default_factory=dict)  # kind ("network", "tests") -> tasks run otherwise than their owner
+    deviations: dict = field(
+        default_factory=dict
+    )  # kind ("network", "tests") -> tasks run otherwise than their owner
 
     def stat(self, key: str) -> tuple[float, float]:
         return mean_sd(r[key] for r in self.repeats)

@@ -148,7 +148,9 @@ def _build(c, spec: SandboxSpec, base_image: str, image_map: dict, tag: str) -> 
         log_text = "".join(str(x.get("stream") or x.get("error") or "") for x in e.build_log)
         lines = [ln.strip() for ln in re.sub(r"\x1b\[[0-9;]*m", "", log_text).splitlines() if ln.strip()]
         step = next((ln for ln in reversed(lines) if ln.startswith("Step ")), "")
-        why = f"{spec.dockerfile} does not build here (builds run without the network): {step}: {e.msg}".replace(": :", ":")
+        why = f"{spec.dockerfile} does not build here (builds run without the network): {step}: {e.msg}".replace(
+            ": :", ":"
+        )
         raise Unsupported(f"{why} [{' | '.join(lines[-4:])[-400:]}]", "docker") from None
     except daemon as e:
         raise SandboxError(f"{spec.name}: building the image of {spec.dockerfile_dir} failed: {e}") from None

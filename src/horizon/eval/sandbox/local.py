@@ -264,7 +264,7 @@ class LocalSandbox(Sandbox):
                 argv += ["--dir", f"/{top}"]
         if self.image.inside:
             argv += ["--ro-bind", str(self.root / "build"), "/run/horizon/build",
-                     "--ro-bind", str(Path(self.spec.dockerfile_dir).resolve()), "/run/horizon/context"]  # fmt: skip
+                     "--ro-bind", str(self._context()), "/run/horizon/context"]  # fmt: skip
         argv += (
             ["--ro-bind", str(tools), "/opt/horizon"] if tools is not None else ["--dir", self.grader_home]
         )
@@ -275,6 +275,12 @@ class LocalSandbox(Sandbox):
                 "--clearenv", "--setenv", "PATH", PATH, "--setenv", "HOME", "/root", "--setenv", "LANG", "C.UTF-8",
                 "--info-fd", str(info_fd), "--", py, "-I", "-S", "-c", INIT, str(chan_fd),
                 json.dumps(self._rlimits()), MARKER]  # fmt: skip
+
+    def _context(self) -> Path:
+        """The build context the Dockerfile's later COPY steps read (a private copy where the original is
+        not readable by the sandbox's uid)."""
+        copy = self.root / "context"
+        return copy if copy.is_dir() else Path(self.spec.dockerfile_dir).resolve()
 
     def _rlimits(self) -> dict:
         """What every command gets: no core dumps; without a cgroup, the per-process limits too."""

@@ -124,6 +124,7 @@ def build(out_dir: str | Path) -> Path:
     _real_uv(tmp / "libexec")
     held = wheelhouse.build(tmp / "wheels")
     (tmp / "wheels" / "provided.json").write_text(json.dumps(held, sort_keys=True) + "\n")
+    (tmp / "wheels" / "overrides.txt").write_text("".join(f"{k}=={v}\n" for k, v in sorted(held.items())))
     (tmp / ".complete").write_text("ok\n")
     shutil.rmtree(out, ignore_errors=True)
     tmp.rename(out)

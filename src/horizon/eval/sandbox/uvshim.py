@@ -8,7 +8,10 @@ its only package source and no Python downloads. What a test script asks for tha
 offline is adjusted, and each adjustment is printed on stderr, so the grader's output says it:
 - a requirement on a package the wheelhouse holds (`-w pytest==8.4.1`, `uv add pytest==8.4.1`,
   `uvx pytest@8.4.1`) is pinned to the version it holds;
-- a Python that is not in the sandbox (`-p 3.13`) becomes the sandbox's python3.
+- a Python that is not in the sandbox (`-p 3.13`) becomes the sandbox's python3;
+- a script with inline metadata (`uv run parser.py`, PEP 723) runs as `uv run --no-project --with DEP...
+  python parser.py`, its dependencies pinned as above (uv applies no override to a script's own list);
+- requirements files (`--with-requirements`, `uv pip install -r`) get the same pins through UV_OVERRIDE.
 Everything else goes to uv unchanged, which names what it cannot find.
 Only the standard library: this runs on whatever Python the container has.
 """
@@ -79,6 +82,31 @@ def python_for(request, uv, notes):
     return fallback
 
 
+def script_deps(path):
+    """The dependencies of a PEP 723 script block, or None when the file has none."""
+    try:
+        with open(path) as fh:
+            text = fh.read()
+    except OSError:
+        return None
+    m = re.search(r"^# /// script\s*$(.*?)^# ///\s*$", text, re.M | re.S)
+    if not m:
+        return None
+    body = "\n".join(line[2:] if line.startswith("# ") else line[1:] for line in m.group(1).splitlines())
+    deps = re.search(r"dependencies\s*=\s*\[(.*?)\]", body, re.S)
+    return re.findall(r"[\"']([^\"']+)[\"']", deps.group(1)) if deps else []
+
+
+def run_script(out, rest, held, notes):
+    """`uv run [options] script.py args` with inline metadata, as `uv run --no-project --with ... python`."""
+    deps = script_deps(rest[0]) if rest and rest[0].endswith(".py") else None
+    if deps is None:
+        return out + rest
+    withs = [w for d in deps for w in ("--with", pin(d, held, notes))]
+    notes.append(f"{rest[0]}: its inline dependencies as --with (the offline wheelhouse)")
+    return [*out, "--no-project", *withs, "python", *rest]
+
+
 def rewrite(args, held, uv, notes):
     """uv's arguments with the adjustments above; nothing after a `run` command's name is touched."""
     out, positional, i = [], [], 0
@@ -105,9 +133,10 @@ def rewrite(args, held, uv, notes):
             continue
         positional.append(a)
         head = positional[:2]
-        if head[:1] == ["run"] and len(positional) == 2 or head == ["tool", "run"] and len(positional) == 3:
-            out.append(tool_command(a, held, notes) if head[0] == "tool" else a)
-            out += args[i + 1 :]  # the command and its own arguments
+        if head[:1] == ["run"] and len(positional) == 2:
+            return run_script(out, args[i:], held, notes)  # the command and its own arguments, untouched
+        if head == ["tool", "run"] and len(positional) == 3:
+            out += [tool_command(a, held, notes), *args[i + 1 :]]
             break
         words = 1 if head[:1] == ["add"] else 2 if head in (["pip", "install"], ["tool", "install"]) else 0
         out.append(pin(a, held, notes) if words and len(positional) > words else a)
@@ -122,7 +151,8 @@ def environment(network):
     env.setdefault("UV_NO_PROGRESS", "1")
     env["UV_FIND_LINKS"] = os.path.join(ROOT, "wheels")
     if not network:
-        env.update(UV_OFFLINE="1", UV_NO_INDEX="1", UV_PYTHON_DOWNLOADS="never")
+        env.update(UV_OFFLINE="1", UV_NO_INDEX="1", UV_PYTHON_DOWNLOADS="never",
+                   UV_OVERRIDE=os.path.join(ROOT, "wheels", "overrides.txt"))  # fmt: skip
     return env
 
 

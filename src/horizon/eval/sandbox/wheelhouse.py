@@ -48,7 +48,9 @@ def pack(dist: md.Distribution, out_dir: Path) -> Path | None:
         log.warning("wheelhouse: %s is not pure Python (%s): left out", dist.metadata["Name"], tags)
         return None
     name = re.sub(r"[-_.]+", "_", dist.metadata["Name"]).lower()
-    path = out_dir / f"{name}-{dist.version}-{tags[0]}.whl"
+    parts = [t.split("-") for t in tags]  # py2-none-any + py3-none-any -> py2.py3-none-any
+    tag = "-".join(".".join(dict.fromkeys(p[i] for p in parts)) for i in range(3))
+    path = out_dir / f"{name}-{dist.version}-{tag}.whl"
     records = []
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
         for f in dist.files or []:

@@ -1,0 +1,102 @@
+"""Real tasks as their owners define them, in the real sandboxes: reference solutions of tasks that
+COPY or RUN their files into place and grade with uv/uvx/pip offline pass `horizon oracle` under
+local and docker, or are named skips; every uv/uvx/pip pattern of the public graders works offline;
+multi-step tasks run step by step and are recorded per step; a task the sandbox cannot run is recorded
+as unsupported (never a 0). The graders here are written in the shapes of the public ones."""
+
+import shutil
+
+import pytest
+
+from horizon.eval.oracle import run_one
+from horizon.eval.tasks import load_harbor, load_tb1
+from tests.helpers import FIXTURES
+
+pytestmark = [pytest.mark.engine, pytest.mark.slow]
+PY313 = "ghcr.io/laude-institute/t-bench/python-3-13:20250620"  # a FROM image no registry serves here
+MAP = {"image_map": {PY313: "horizon-base:bookworm"}}
+
+
+@pytest.fixture(params=["local", "docker"])
+def sandbox(request, local_engine):
+    if request.param == "docker":
+        request.getfixturevalue("dockerd")
+    return request.param
+
+
+def harbor(name):
+    return load_harbor(FIXTURES / "harbor-tasks" / name)
+
+
+def tb1(name):
+    return load_tb1(FIXTURES / "tb1-tasks" / name)
+
+
+@pytest.mark.parametrize("task", ["uvx-ctrf", "two-steps", "hello"])
+def test_harbor_reference_solutions_pass(sandbox, tools, task):
+    r = run_one(sandbox, harbor(task), tools)
+    assert (r.status, r.reward) == ("pass", 1.0), r
+
+
+@pytest.mark.parametrize("task", ["uv-project", "swebench-style", "pip-shell", "hello-tb1"])
+def test_tb1_reference_solutions_pass(sandbox, tools, task):
+    r = run_one(sandbox, tb1(task), tools, options=MAP if sandbox == "docker" else None)
+    assert (r.status, r.reward) == ("pass", 1.0), r
+
+
+def test_what_a_sandbox_cannot_build_is_a_named_skip(sandbox, tools):
+    r = run_one(sandbox, harbor("needs-apt"), tools)
+    assert (
+        r.status == "skip" and "horizon-no-such-package" in r.why and "line 3" in r.why or "Step 3/3" in r.why
+    ), r
+    if sandbox == "docker":  # a FROM image that cannot be pulled, unless mapped onto a local one
+        r = run_one(sandbox, tb1("uv-project"), tools)
+        assert r.status == "skip" and PY313 in r.why, r
+
+
+def test_a_wrong_solution_fails_with_why_and_the_graders_tail(sandbox, tools, tmp_path):
+    d = tmp_path / "uvx-ctrf"
+    shutil.copytree(FIXTURES / "harbor-tasks" / "uvx-ctrf", d)
+    (d / "solution" / "solve.sh").write_text("echo 41 > total.txt\n")
+    r = run_one(sandbox, load_harbor(d), tools)
+    assert r.status == "FAIL" and r.why.startswith("tests_failed"), r
+    assert "FAILED ../tests/test_total.py::test_total_is_the_sum" in r.tail and "short test summary" in r.tail
+
+
+# each uv/uvx/pip invocation pattern of the public Terminal-Bench v1, 2.0 and Harbor graders, as a test.sh
+PATTERNS = {
+    "uvx-python-with": "uvx -p 3.13 -w pytest==8.4.1 -w pytest-json-ctrf==0.3.5 pytest --ctrf /logs/verifier/ctrf.json "
+                       "/tests/test_it.py -rA && test -s /logs/verifier/ctrf.json",
+    "uvx-long-options": "uvx --python 3.12 --with pytest==8.4.1 --with pytest-json-ctrf pytest /tests/test_it.py -rA",
+    "uvx-with-requirements": "printf 'pytest==8.4.1\\n' > /tmp/req.txt && uvx --with-requirements /tmp/req.txt pytest "
+                             "/tests/test_it.py -rA",
+    "uvx-at-version": "uvx pytest@8.4.1 /tests/test_it.py -rA",
+    "uv-init-add-run": "uv init && uv add pytest==8.4.1 && uv run pytest /tests/test_it.py -rA",
+    "uv-venv-pip-install": "uv venv .tbench-testing && source .tbench-testing/bin/activate && "
+                           "uv pip install pytest==8.4.1 && uv run pytest /tests/test_it.py -rA",
+    "uv-run-with": "uv run --with pytest==8.4.1 pytest /tests/test_it.py -rA",
+    "uv-tool-run": "uv tool run --from pytest==8.4.1 pytest /tests/test_it.py -rA",
+    "uv-run-script": "printf '# /// script\\n# dependencies = [\"pytest==8.4.1\"]\\n# ///\\nimport pytest, sys\\n"
+                     "sys.exit(pytest.main([\"/tests/test_it.py\", \"-rA\"]))\\n' > /tmp/run.py && uv run /tmp/run.py",
+    "uv-installer-then-uvx": "curl -LsSf https://astral.sh/uv/0.9.5/install.sh | sh && source $HOME/.local/bin/env && "
+                             "uvx -w pytest==8.4.1 pytest /tests/test_it.py -rA",
+    "pip-install": "{ pip3 install pytest==9.2.0 || pip install pytest; } ; python3 -m pytest /tests/test_it.py -rA",
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("pattern", list(PATTERNS))
+def test_every_uv_and_pip_pattern_works_offline(sandbox, tools, tmp_path, pattern):
+    d = tmp_path / pattern
+    for sub in ("environment", "tests", "solution"):
+        (d / sub).mkdir(parents=True)
+    (d / "task.toml").write_text("[verifier]\ntimeout_sec = 180.0\n[environment]\nmemory_mb = 1024\n")
+    (d / "instruction.md").write_text("Write ok to /app/out.txt.")
+    (d / "environment" / "Dockerfile").write_text("FROM horizon-base:bookworm\nWORKDIR /app\n")
+    (d / "solution" / "solve.sh").write_text("echo ok > /app/out.txt\n")
+    (d / "tests" / "test_it.py").write_text(
+        "def test_ok():\n    assert open('/app/out.txt').read() == 'ok\\n'\n"
+    )
+    (d / "tests" / "test.sh").write_text(f"#!/bin/bash\nif {PATTERNS[pattern]}; then echo 1 > /logs/verifier/reward.txt; "
+                                         "else echo 0 > /logs/verifier/reward.txt; fi\n")  # fmt: skip
+    r = run_one(sandbox, load_harbor(d), tools)
+    assert r.status == "pass", r
