@@ -100,3 +100,44 @@ def test_every_uv_and_pip_pattern_works_offline(sandbox, tools, tmp_path, patter
                                          "else echo 0 > /logs/verifier/reward.txt; fi\n")  # fmt: skip
     r = run_one(sandbox, load_harbor(d), tools)
     assert r.status == "pass", r
+
+
+def test_a_multi_step_attempt_is_recorded_step_by_step(tools):
+    """Through the real agent loop (a scripted model): each step its own instruction, its own tests."""
+    from horizon.eval.agent import AgentConfig
+    from horizon.eval.attempt import LiveSandboxes, RunContext, run_attempt
+    from horizon.eval.llm import ScriptedBackend
+    from horizon.eval.prompts import Template
+    from horizon.terminus import Command, render_response
+    from tests.helpers import REPO
+
+    def ans(cmd=None, done=False):
+        return render_response("a", "p", [Command(cmd, 0.2)] if cmd else [], done, reasoning="r")
+
+    answers = [ans("echo one > /app/log.txt\n"), ans(done=True), ans(done=True),
+               ans("echo two >> /app/log.txt\n"), ans(done=True), ans(done=True)]  # fmt: skip
+    ctx = RunContext("local", ScriptedBackend(answers), Template.load(REPO / "demo" / "prompt.yaml"), AgentConfig(),
+                     [], {"toolchain": tools})  # fmt: skip
+    out = run_attempt(harbor("two-steps"), 0, 0, ctx, 0, LiveSandboxes(), None)
+    rec = out.record.to_dict()
+    assert rec["success"] and rec["reward"] == 1.0 and rec["episodes"] == 6
+    assert [(s["name"], s["reward"], s["success"], s["reward_file"]) for s in rec["steps"]] == [
+        ("write", 1.0, True, "reward.txt"), ("append", 1.0, True, "reward.json")]  # fmt: skip
+    assert "Write the word one" in out.messages[0]["content"] and any(
+        "Append the word two" in m["content"] for m in out.messages[1:])  # fmt: skip
+    assert rec["policy"] == {"network": "declared", "same_shell_tests": "fresh"}
+
+
+def test_a_rollout_records_what_the_sandbox_cannot_run_as_unsupported(tools, tmp_path):
+    from horizon.eval.agent import AgentConfig
+    from horizon.eval.attempt import RunContext
+    from horizon.eval.llm import ScriptedBackend
+    from horizon.eval.prompts import Template
+    from horizon.eval.rollout import run_repeat
+    from tests.helpers import REPO
+
+    ctx = RunContext("local", ScriptedBackend([]), Template.load(REPO / "demo" / "prompt.yaml"), AgentConfig(), [],
+                     {"toolchain": tools})  # fmt: skip
+    recs = run_repeat([harbor("needs-apt")], 3, 0, ctx, tmp_path / "attempts.jsonl", seed=0)
+    assert [(r.failure_mode, r.sandbox, r.success) for r in recs] == [("unsupported", "local", False)] * 3
+    assert all("horizon-no-such-package" in r.evidence and "line 3" in r.evidence for r in recs)

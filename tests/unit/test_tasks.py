@@ -21,7 +21,7 @@ def test_tb1_task_fields():
 
 def test_malformed_tasks_are_reported_with_file_and_field_and_others_load():
     tasks, errors = load_benchmark(FIXTURES / "harbor-tasks", "harbor")
-    assert [t.id for t in tasks] == ["hello", "json-reward", "uvx-ctrf"]
+    assert [t.id for t in tasks] == ["hello", "json-reward", "needs-apt", "two-steps", "uvx-ctrf"]
     by_task = {e["task"]: e for e in errors}
     assert (
         by_task["broken-toml"]["file"] == "task.toml"
@@ -72,5 +72,16 @@ def test_check_tasks_prints_each_task_and_names_file_and_field_of_the_malformed(
     assert any(line.startswith("ok     json-reward") for line in out)
     assert "ERROR  bad-timeout: task.toml: agent.timeout_sec: expected a positive number, got 'soon'" in out
     assert "ERROR  no-tests: tests/test.sh: -: missing" in out
-    assert out[-1] == "6 task directories: 3 ok, 0 unsupported, 3 malformed"
+    assert out[-1] == "8 task directories: 5 ok, 0 unsupported, 3 malformed"
     assert main(["check-tasks", str(FIXTURES / "tb1-tasks"), "--format", "tb1"]) == 0
+
+
+def test_check_tasks_names_what_a_sandbox_cannot_run(capsys):
+    from horizon.cli import main
+
+    assert main(["check-tasks", str(FIXTURES / "harbor-tasks"), "--sandbox", "local"]) == 1  # the malformed ones
+    out = capsys.readouterr().out.splitlines()
+    assert ("skip   needs-apt  unsupported by the local sandbox: Dockerfile: line 3: RUN: apt-get install of "
+            "horizon-no-such-package, which the host (the stand-in image) lacks") in out
+    assert "ok     two-steps  (agent none, tests 600 s, workdir /app, 2 steps)" in out
+    assert out[-1] == "8 task directories: 4 ok, 1 unsupported by the local sandbox, 3 malformed"
