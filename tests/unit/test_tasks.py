@@ -79,9 +79,13 @@ def test_check_tasks_prints_each_task_and_names_file_and_field_of_the_malformed(
 def test_check_tasks_names_what_a_sandbox_cannot_run(capsys):
     from horizon.cli import main
 
-    assert main(["check-tasks", str(FIXTURES / "harbor-tasks"), "--sandbox", "local"]) == 1  # the malformed ones
+    assert (
+        main(["check-tasks", str(FIXTURES / "harbor-tasks"), "--sandbox", "local"]) == 1
+    )  # the malformed ones
     out = capsys.readouterr().out.splitlines()
-    assert ("skip   needs-apt  unsupported by the local sandbox: Dockerfile: line 3: RUN: apt-get install of "
-            "horizon-no-such-package, which the host (the stand-in image) lacks") in out
+    assert (
+        "skip   needs-apt  unsupported by the local sandbox: Dockerfile: line 3: RUN: apt-get install of "
+        "horizon-no-such-package, which the host (the stand-in image) lacks"
+    ) in out
     assert "ok     two-steps  (agent none, tests 600 s, workdir /app, 2 steps)" in out
     assert out[-1] == "8 task directories: 4 ok, 1 unsupported by the local sandbox, 3 malformed"
