@@ -52,14 +52,12 @@ from horizon.eval.sandbox import (
     Sandbox,
     SandboxError,
     SandboxSpec,
-    Unsupported,
     hostexec,
     imagebuild,
     netns,
 )
 from horizon.eval.sandbox import limits as cgroups
 from horizon.eval.sandbox.hostfs import (
-    FIXED_MTIME,
     UidLease,
     host_tool,
     prepare_root,
@@ -82,41 +80,6 @@ NAMESPACES = {
     "uts": "--uts",
 }
 INIT = (Path(__file__).parent / "init.py").read_text()
-BUILD_TAIL = 4000  # bytes of a failed Dockerfile step's output kept in the reason
-
-
-def mount_script(image: imagebuild.LocalImage, rebind_tools: bool) -> str:
-    """Overlays for the staged top-level directories: writable ones over a tmpfs layer (as /app always
-    was), system ones read-only over the host's; then the staging mounts go (lazily)."""
-    lines = ["set -e; umask 022"]
-    for top in image.writable:
-        up = f"/run/horizon/upper/{top}"
-        lines += [f"mkdir {up} {up}/data {up}/work",
-                  f"mount -n -t overlay -o lowerdir=/run/horizon/lower/{top},upperdir={up}/data,workdir={up}/work "
-                  f"horizon-{top} /{top}"]  # fmt: skip
-    for top in image.system:
-        lines.append(f"mount -n -t overlay -o lowerdir=/run/horizon/lower/{top}:/{top} horizon-{top} /{top}")
-    if rebind_tools:  # an overlay on /opt hid the toolchain's mount point
-        lines += ["mkdir -p /opt/horizon", "mount -n --bind /run/horizon/tools /opt/horizon",
-                  "mount -n -o remount,bind,ro /opt/horizon"]  # fmt: skip
-    if not image.inside:  # a build still needs the upper layer for the directories its RUN steps make
-        lines.append("umount -n -l /run/horizon/lower /run/horizon/upper")
-    lines += [f"touch -h -d @{FIXED_MTIME} /{top}" for top in image.writable]
-    return "\n".join(lines)
-
-
-# after a build: each top-level directory its RUN steps made gets a writable layer like the staged ones
-# (the agent may write there, as in the image), then / goes read-only and the build's mounts go
-SEAL = """set -e; umask 022
-for d in /*; do
-  n=${d#/}; [ -d "$d" ] && [ ! -L "$d" ] || continue
-  case " $* " in *" $n "*) continue;; esac
-  mkdir /run/horizon/upper/$n /run/horizon/upper/$n/data /run/horizon/upper/$n/work
-  mount -n -t overlay -o lowerdir=$d,upperdir=/run/horizon/upper/$n/data,workdir=/run/horizon/upper/$n/work horizon-$n $d
-done
-umount -n -l /run/horizon/lower /run/horizon/upper
-mount -n -o remount,bind,ro /
-umount -n -l /run/horizon/build /run/horizon/context"""
 KILL_ALL = """i=0
 while [ $i -lt 500 ]; do kill -9 -1 2>/dev/null || exit 0; i=$((i+1)); sleep 0.01; done
 echo "processes of the sandbox survive kill -9 -1" >&2; exit 1"""
@@ -170,7 +133,7 @@ class LocalSandbox(Sandbox):
             )
             self.cgroup = self._make_cgroup()
             self._launch(bwrap, tools, as_root)
-            script = mount_script(self.image, "opt" in self.image.writable and tools is not None)
+            script = imagebuild.mount_script(self.image, "opt" in self.image.writable and tools is not None)
             r = self._run(["sh", "-c", script], privileged=True, timeout=30)
             if r.rc != 0:
                 raise SandboxError(
@@ -185,29 +148,7 @@ class LocalSandbox(Sandbox):
             raise
 
     def _build(self) -> None:
-        """The Dockerfile's steps from its first RUN on, as the sandbox's root, before any agent process;
-        a step that fails makes the task Unsupported here, naming its line and the end of its output."""
-        img = self.image
-        before = self._run(["ls", "-A", "/"], privileged=True, timeout=30).stdout.decode().split()
-        env = {"PATH": PATH, "HOME": "/root", "LANG": "C.UTF-8", **img.start_env}
-        script = imagebuild.build_script(img)
-        cmd = ["env", "-i", *(f"{k}={v}" for k, v in env.items()), "sh", "-c", script]
-        r = self._run(cmd, cwd=img.start_dir, privileged=True, timeout=self.spec.build_timeout)
-        out = (r.stdout + r.stderr).decode("utf-8", "replace")
-        if r.killed or "horizon-build-done" not in out:
-            failed = [line.split() for line in out.splitlines() if line.startswith("horizon-step ")]
-            line, rc = failed[-1][1:3] if failed else ("?", "killed" if r.killed else str(r.rc))
-            why = f"timed out after {self.spec.build_timeout:.0f} s" if r.killed else f"exited {rc}"
-            tail = out.replace("horizon-step", "").strip()[-BUILD_TAIL:].strip()
-            raise Unsupported(
-                f"{img.file}: line {line}: the step {why} in the sandbox: ...{tail[-600:]}", "local"
-            )
-        known = [*img.tops, *before]
-        r = self._run(["sh", "-c", SEAL, "seal", *known], privileged=True, timeout=30)
-        if r.rc != 0:
-            raise SandboxError(
-                f"{self.spec.name}: sealing / after the build failed: {r.stderr.decode(errors='replace')[-300:]}"
-            )
+        imagebuild.run_inside(self, self.image)
 
     def image_env(self) -> dict[str, str]:
         return dict(self.image.env) if self.image is not None else dict(self.spec.env)
