@@ -23,7 +23,9 @@ from pathlib import Path
 def _group(reason: str) -> str:
     reason = re.sub(r"line \d+", "line N", reason)
     reason = re.sub(r"in the sandbox: \.\.\..*", "in the sandbox", reason, flags=re.S)
-    reason = re.sub(r"apt-get install of [^,]+(, [^,]+)*?, which", "apt-get install of <packages>, which", reason)
+    reason = re.sub(
+        r"apt-get install of [^,]+(, [^,]+)*?, which", "apt-get install of <packages>, which", reason
+    )
     return reason.split("; ")[0][:140]
 
 

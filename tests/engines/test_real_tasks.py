@@ -141,3 +141,31 @@ def test_a_rollout_records_what_the_sandbox_cannot_run_as_unsupported(tools, tmp
     recs = run_repeat([harbor("needs-apt")], 3, 0, ctx, tmp_path / "attempts.jsonl", seed=0)
     assert [(r.failure_mode, r.sandbox, r.success) for r in recs] == [("unsupported", "local", False)] * 3
     assert all("horizon-no-such-package" in r.evidence and "line 3" in r.evidence for r in recs)
+
+
+@pytest.mark.parametrize("mode", ["fresh", "agent"])
+def test_run_tests_in_same_shell_as_the_switch_says(tools, tmp_path, mode):
+    """TB1 run_tests_in_same_shell: the tests see the agent's shell only under eval.same_shell_tests = agent;
+    the default (a fresh grader) is recorded as a deviation from the task's owner."""
+    from horizon.eval.agent import AgentConfig
+    from horizon.eval.attempt import LiveSandboxes, RunContext, run_attempt
+    from horizon.eval.llm import ScriptedBackend
+    from horizon.eval.prompts import Template
+    from horizon.terminus import Command, render_response
+    from tests.helpers import REPO
+
+    d = tmp_path / "same-shell"
+    shutil.copytree(FIXTURES / "tb1-tasks" / "pip-shell", d)
+    (d / "tests" / "test_outputs.py").write_text("import os\n\ndef test_in_the_agents_shell():\n"
+                                                 "    assert os.environ.get('MARK') == 'agent-shell'\n")  # fmt: skip
+    ans = lambda cmd=None, done=False: render_response("a", "p", [Command(cmd, 0.2)] if cmd else [], done)  # noqa: E731
+    policy = {"network": "declared", "same_shell_tests": mode}
+    ctx = RunContext("local", ScriptedBackend([ans("export MARK=agent-shell\n"), ans(done=True), ans(done=True)]),
+                     Template.load(REPO / "demo" / "prompt.yaml"), AgentConfig(), [], {"toolchain": tools},
+                     policy=policy)  # fmt: skip
+    rec = run_attempt(load_tb1(d), 0, 0, ctx, 0, LiveSandboxes(), None).record.to_dict()
+    assert rec["success"] == (mode == "agent"), rec
+    tests_deviation = [
+        x for x in rec["deviations"] if x.startswith("tests:")
+    ]  # (and the network: TB1 gives it)
+    assert rec["policy"] == policy and bool(tests_deviation) == (mode == "fresh")

@@ -112,10 +112,10 @@ def failure_mode(g: Grade, res: AgentResult) -> str:
     return g.failure_mode or "tests_failed"
 
 
-def grade_attempt(sb: Sandbox, task: Task, step: Step | None = None) -> Grade:
+def grade_attempt(sb: Sandbox, task: Task, step: Step | None = None, agent_shell: bool = False) -> Grade:
     """The task's tests; a sandbox failure is the agent's (a Grade) or the harness's (raised), by evidence."""
     try:
-        return grade(task, sb, step=step, network=sb.spec.allow_internet)
+        return grade(task, sb, step=step, network=sb.spec.allow_internet, agent_shell=agent_shell)
     except SandboxError as e:
         d = sb.diagnose()
         if not d.agents_doing:  # the sandbox is fine and our own call failed, or it is gone: infrastructure
@@ -134,7 +134,7 @@ def _agent_and_grade(
         res = run_agent(sb, ctx.backend, ctx.template, task.instruction, task.agent_timeout, ctx.agent, seed,
                         ctx.signatures)  # fmt: skip
         clock["agent"] = time.monotonic()
-        g = grade_attempt(sb, task)
+        g = grade_attempt(sb, task, agent_shell=ctx.policy.get("same_shell_tests") == "agent")
         clock["graded"] = time.monotonic()
         return res, g, None
     results, grades, records = [], [], []

@@ -29,7 +29,7 @@ import tarfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from horizon.eval.sandbox import Sandbox, SandboxError
+from horizon.eval.sandbox import ExecResult, Sandbox, SandboxError
 from horizon.eval.sandbox.toolchain import grader_env
 from horizon.eval.tasks import Step, Task
 from horizon.eval.verdict import Reward, parse_reward, tb1_verdict
@@ -119,17 +119,45 @@ def verifier_env(task: Task) -> dict[str, str]:
             for k, v in task.verifier_env.items()}  # fmt: skip
 
 
+# eval.same_shell_tests = agent: typed into the agent's own shell as terminal-bench does (toolchain on its PATH)
+IN_AGENT_SHELL = ("export PATH=/opt/horizon/bin:$PATH TEST_DIR=/tests PIP_NO_INDEX=1 PIP_FIND_LINKS=/opt/horizon/wheels; "
+                  "bash /tests/run-tests.sh > /logs/verifier/tests.out 2>&1; tmux wait-for -S horizon-tests")  # fmt: skip
+
+
+def _in_agent_shell(sandbox: Sandbox, timeout: float) -> ExecResult | None:
+    """The tests typed into the agent's tmux session (its cwd, its variables, what it left running);
+    None when that session is gone (the caller grades in a fresh shell instead)."""
+    from horizon.eval.terminal import SESSION
+
+    sent = sandbox.exec(["tmux", "send-keys", "-t", SESSION, IN_AGENT_SHELL, "Enter"], timeout=20)
+    if not sent.ok:
+        return None
+    waited = sandbox.exec(["tmux", "wait-for", "horizon-tests"], timeout=timeout)
+    out = sandbox.exec(
+        ["sh", "-c", "cat /logs/verifier/tests.out"], timeout=30, cwd="/", max_bytes=OUTPUT_CAP
+    )
+    return ExecResult(0 if waited.ok else waited.rc, out.stdout, out.stderr, waited.timed_out)
+
+
 def grade(task: Task, sandbox: Sandbox, timeout: float | None = None, step: Step | None = None,
-          network: bool = False) -> Grade:  # fmt: skip
+          network: bool = False, agent_shell: bool = False) -> Grade:  # fmt: skip
+    """`agent_shell` (eval.same_shell_tests = agent): a TB1 task with run_tests_in_same_shell runs its
+    tests in the agent's shell, as its owner does; the agent is not killed first (so it can interfere)."""
     timeout = timeout or (step.test_timeout if step else task.test_timeout)
     archive = tests_archive(task, step)
     sandbox.settle(SETTLE_S)
-    sandbox.kill_agent()
+    in_shell = agent_shell and task.format == "tb1" and task.same_shell
+    if not in_shell:
+        sandbox.kill_agent()
     home = sandbox.reset_for_grading(archive)
     env = grader_env(home, sandbox.image_env(), verifier_env(task), network)
     script = "/tests/run-tests.sh" if task.format == "tb1" else "/tests/test.sh"
-    r = sandbox.exec(["sh", "-c", RUN_SCRIPT, script], timeout=timeout, env=env, cwd=sandbox.workdir,
-                     max_bytes=OUTPUT_CAP)  # fmt: skip
+    r = _in_agent_shell(sandbox, timeout) if in_shell else None
+    if r is None:
+        if in_shell:
+            sandbox.kill_agent()
+        r = sandbox.exec(["sh", "-c", RUN_SCRIPT, script], timeout=timeout, env=env, cwd=sandbox.workdir,
+                         max_bytes=OUTPUT_CAP)  # fmt: skip
     sandbox.kill_agent()
     text = (r.stdout + ("\n" + r.stderr if r.stderr else ""))[-20000:]
     if task.format == "tb1":

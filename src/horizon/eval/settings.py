@@ -38,9 +38,7 @@ class EvalSettings:
     summarize_threshold: int = 8000
     history_thinking: str = "drop"
     network: str = "declared"  # declared | owner | none (README: Real benchmarks)
-    same_shell_tests: str = (
-        "fresh"  # fresh (a clean grader, even where a TB1 task asks for the agent's shell)
-    )
+    same_shell_tests: str = "fresh"  # fresh (a clean grader) | agent (as terminal-bench: the agent's shell)
     sampling: Sampling = field(default_factory=Sampling)
     vllm_command: tuple[str, ...] = ("vllm", "serve")
     vllm_args: tuple[str, ...] = ()
