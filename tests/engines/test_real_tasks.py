@@ -169,3 +169,16 @@ def test_run_tests_in_same_shell_as_the_switch_says(tools, tmp_path, mode):
         x for x in rec["deviations"] if x.startswith("tests:")
     ]  # (and the network: TB1 gives it)
     assert rec["policy"] == policy and bool(tests_deviation) == (mode == "fresh")
+
+
+def test_a_directory_of_the_tasks_files_can_be_removed(local_engine, tools, tmp_path):
+    """/app's lower layer is the task's files: removing one of its directories works (it used to fail with
+    EIO inside the user namespace), as RUN rm -rf does in Dockerfiles that COPY a tree then prune it."""
+    from horizon.eval.sandbox import SandboxSpec, make_sandbox
+
+    (tmp_path / "files" / "docs" / "old").mkdir(parents=True)
+    (tmp_path / "files" / "docs" / "old" / "a.txt").write_text("a")
+    (tmp_path / "files").chmod(0o755)
+    with make_sandbox("local", SandboxSpec("rmdir", workdir_files=tmp_path / "files"), toolchain=tools) as sb:
+        r = sb.exec("rm -r /app/docs/old && ls -A /app/docs | wc -l")
+        assert r.ok and r.stdout.strip() == "0", r

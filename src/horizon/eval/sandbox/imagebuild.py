@@ -266,15 +266,18 @@ PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 BUILD_TAIL = 4000  # bytes of a failed Dockerfile step's output kept in the reason
 
 
+# a writable overlay: user.* xattrs (userxattr, Linux >= 5.11) let a directory of the lower layer be
+# removed inside a user namespace (without it, EIO); kernels without the option mount it without
+OVERLAY = """ovl() { o="lowerdir=$1,upperdir=$2/data,workdir=$2/work"; mkdir "$2" "$2/data" "$2/work"
+  mount -n -t overlay -o "$o,userxattr" "$3" "$4" 2>/dev/null || mount -n -t overlay -o "$o" "$3" "$4"; }"""
+
+
 def mount_script(image: LocalImage, rebind_tools: bool) -> str:
     """Overlays for the staged top-level directories: writable ones over a tmpfs layer (as /app always
     was), system ones read-only over the host's; then the staging mounts go (lazily)."""
-    lines = ["set -e; umask 022"]
+    lines = ["set -e; umask 022", OVERLAY]
     for top in image.writable:
-        up = f"/run/horizon/upper/{top}"
-        lines += [f"mkdir {up} {up}/data {up}/work",
-                  f"mount -n -t overlay -o lowerdir=/run/horizon/lower/{top},upperdir={up}/data,workdir={up}/work "
-                  f"horizon-{top} /{top}"]  # fmt: skip
+        lines.append(f"ovl /run/horizon/lower/{top} /run/horizon/upper/{top} horizon-{top} /{top}")
     for top in image.system:
         lines.append(f"mount -n -t overlay -o lowerdir=/run/horizon/lower/{top}:/{top} horizon-{top} /{top}")
     if rebind_tools:  # an overlay on /opt hid the toolchain's mount point
@@ -288,12 +291,12 @@ def mount_script(image: LocalImage, rebind_tools: bool) -> str:
 
 # after a build: each top-level directory its RUN steps made gets a writable layer like the staged ones
 # (the agent may write there, as in the image), then / goes read-only and the build's mounts go
-SEAL = """set -e; umask 022
+SEAL = f"""set -e; umask 022
+{OVERLAY}
 for d in /*; do
-  n=${d#/}; [ -d "$d" ] && [ ! -L "$d" ] || continue
+  n=${{d#/}}; [ -d "$d" ] && [ ! -L "$d" ] || continue
   case " $* " in *" $n "*) continue;; esac
-  mkdir /run/horizon/upper/$n /run/horizon/upper/$n/data /run/horizon/upper/$n/work
-  mount -n -t overlay -o lowerdir=$d,upperdir=/run/horizon/upper/$n/data,workdir=/run/horizon/upper/$n/work horizon-$n $d
+  ovl "$d" "/run/horizon/upper/$n" "horizon-$n" "$d"
 done
 umount -n -l /run/horizon/lower /run/horizon/upper
 mount -n -o remount,bind,ro /
