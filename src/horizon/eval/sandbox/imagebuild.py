@@ -18,6 +18,7 @@ network) makes the task `Unsupported` for the local sandbox, naming the line and
 
 from __future__ import annotations
 
+import functools
 import glob
 import os
 import re
@@ -65,14 +66,16 @@ class LocalImage:
         return [t for t in self.tops if t not in self.system]
 
 
-def host_packages() -> set[str]:
+@functools.lru_cache(maxsize=1)
+def host_packages() -> frozenset[str]:
+    """The host's installed Debian packages (the stand-in image's), asked once per process."""
     try:
         out = subprocess.run(
             ["dpkg-query", "-W", "-f", "${Package}\n"], capture_output=True, text=True, timeout=60
         )
     except (OSError, subprocess.TimeoutExpired):
-        return set()
-    return set(out.stdout.split())
+        return frozenset()
+    return frozenset(out.stdout.split())
 
 
 def apt_packages(command: str) -> list[str]:
