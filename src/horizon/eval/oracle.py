@@ -38,20 +38,8 @@ def static_unsupported(task: Task, sandbox: str) -> str | None:
     from horizon.eval.sandbox import imagebuild
 
     plan = dockerfile.plan(Path(task.build_context) / task.dockerfile, {"BASE_IMAGE": "horizon-local"})
-    reasons = imagebuild.static_reasons(plan, _packages())
+    reasons = imagebuild.static_reasons(plan)
     return "; ".join(reasons) if reasons else None
-
-
-_PACKAGES: set[str] | None = None
-
-
-def _packages() -> set[str]:
-    global _PACKAGES
-    if _PACKAGES is None:
-        from horizon.eval.sandbox.imagebuild import host_packages
-
-        _PACKAGES = host_packages()
-    return _PACKAGES
 
 
 def _solve(sb, task: Task, script: Path, env: dict) -> str:

@@ -95,7 +95,7 @@ def apt_packages(command: str) -> list[str]:
     return out
 
 
-def static_reasons(plan: df.Plan, packages: set[str] | None = None) -> list[str]:
+def static_reasons(plan: df.Plan, packages: frozenset[str] | set[str] | None = None) -> list[str]:
     """What makes the task unsupported before anything runs (check-tasks --sandbox local)."""
     reasons = list(plan.unsupported)
     packages = host_packages() if packages is None else packages

@@ -1,8 +1,9 @@
 """The `local` sandbox: bubblewrap, no daemon, no image. The agent in it is hostile by assumption.
 
 Files: the host's system directories read-only (/usr, /etc, /bin, /lib...), / itself read-only;
-/app an overlay of the task's files (a host copy with fixed timestamps, read-only underneath) and
-a tmpfs of `storage_mb` for what the agent writes; /tmp, /var/tmp, /root and /run tmpfs; the
+/app (and every top-level directory the task's Dockerfile puts files in: imagebuild.py, which also
+replays its RUN steps before the agent starts) an overlay of the task's files (a host copy with fixed
+timestamps, read-only underneath) and a tmpfs of `storage_mb` for what the agent writes; /tmp, /var/tmp, /root and /run tmpfs; the
 graders' toolchain read-only at /opt/horizon; /tests and /logs empty and read-only until grading.
 Nothing else of the host is visible (not the repository, the tasks' tests and solutions, the
 results). Namespaces: its own user (root inside, an unprivileged uid outside: 200000 + n per
