@@ -182,3 +182,17 @@ def test_a_directory_of_the_tasks_files_can_be_removed(local_engine, tools, tmp_
     with make_sandbox("local", SandboxSpec("rmdir", workdir_files=tmp_path / "files"), toolchain=tools) as sb:
         r = sb.exec("rm -r /app/docs/old && ls -A /app/docs | wc -l")
         assert r.ok and r.stdout.strip() == "0", r
+
+
+@pytest.mark.parametrize(
+    "fmt, script, why",
+    [("harbor", "echo the tests ran", "no reward file (/logs/verifier/reward.json or reward.txt)"),
+     ("tb1", "echo the tests ran", "pytest parser: no 'short test summary info' section")],
+)  # fmt: skip
+def test_a_grader_that_leaves_no_verdict_is_a_named_failure(local_engine, tools, tmp_path, fmt, script, why):
+    src = FIXTURES / ("harbor-tasks/hello" if fmt == "harbor" else "tb1-tasks/hello-tb1")
+    d = tmp_path / "silent"
+    shutil.copytree(src, d)
+    (d / ("tests/test.sh" if fmt == "harbor" else "run-tests.sh")).write_text(f"#!/bin/bash\n{script}\n")
+    r = run_one("local", (load_harbor if fmt == "harbor" else load_tb1)(d), tools)
+    assert r.status == "FAIL" and why in r.why and "the tests ran" in r.tail, r

@@ -251,6 +251,9 @@ def rollout_job(
     tasks, errors = read_manifest(tasks_json)
     for e in errors:
         log.error("task %s skipped: %s: %s: %s", e["task"], e["file"], e["field"], e["message"])
+    for t in tasks:  # fields the task's owner does not know, or that no sandbox here applies: named
+        for w in t.warnings:
+            log.warning("task %s: %s: %s: %s", t.id, w["file"], w["field"], w["message"])
     run_id = f"{model}/{bench}/r{repeat}"
     sweep_run(settings.sandbox, run_id)  # sandboxes of this very job left by a killed earlier run
     with toolchain.temporary() as tools:

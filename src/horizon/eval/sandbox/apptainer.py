@@ -72,7 +72,7 @@ class ApptainerSandbox(Sandbox):
             "--hostname",
             "box",
             "--pwd",
-            "/app",
+            self.workdir,
             "--bind",
             ",".join(binds),
         ]
