@@ -76,64 +76,54 @@ def cmd_extract(a) -> int:
 
 
 def cmd_check(a) -> int:
+    """Every task loaded, with its warnings; with --sandbox, what that sandbox cannot run (a named skip)."""
+    from horizon.eval.oracle import describe, static_unsupported
     from horizon.eval.tasks import load_benchmark
 
     tasks, errors = load_benchmark(a.tasks, a.format)
+    skipped = 0
     for t in tasks:
-        print(f"ok     {t.id}  (agent {t.agent_timeout:.0f} s, tests {t.test_timeout:.0f} s)")
+        why = static_unsupported(t, a.sandbox) if a.sandbox else None
+        if why:
+            skipped += 1
+            print(f"skip   {t.id}  unsupported by the {a.sandbox} sandbox: {why}")
+        else:
+            print(f"ok     {t.id}  {describe(t)}")
+        for w in t.warnings:
+            print(f"warn   {t.id}: {w['file']}: {w['field']}: {w['message']}")
     for e in errors:
         print(f"ERROR  {e['task']}: {e['file']}: {e['field']}: {e['message']}")
+    print(f"{len(tasks) + len(errors)} task directories: {len(tasks) - skipped} ok, {skipped} unsupported"
+          f"{f' by the {a.sandbox} sandbox' if a.sandbox else ''}, {len(errors)} malformed")  # fmt: skip
     return 1 if errors else 0
-
-
-def _oracle_one(kind: str, t, tools) -> tuple[bool, float, str]:
-    """(passed, reward, why it failed) for one task's reference solution; never raises for a sandbox."""
-    from horizon.eval.attempt import grade_attempt
-    from horizon.eval.sandbox import SandboxError, make_sandbox
-    from horizon.eval.tasks import sandbox_spec
-
-    sol = Path(t.path) / ("solution/solve.sh" if t.format == "harbor" else "solution.sh")
-    try:
-        with make_sandbox(kind, sandbox_spec(t, f"oracle-{t.id}"), toolchain=tools) as sb:
-            sb.put(sol, "/tmp/solve.sh")
-            try:
-                r = sb.exec(["bash", "/tmp/solve.sh"], timeout=t.agent_timeout)
-                solved = "" if r.ok else f"solve.sh {'timed out' if r.timed_out else f'exited {r.rc}'}; "
-            except SandboxError as e:  # the solution broke its sandbox: the grade says what is left
-                solved = f"solve.sh: {e}; "
-            g = grade_attempt(sb, t)
-    except SandboxError as e:
-        return False, 0.0, f"infra_error: {e}" + (f" [{e.evidence}]" if e.evidence else "")
-    if g.success:
-        return True, g.reward, ""
-    mode = "test_timeout" if g.timed_out else g.failure_mode or "tests_failed"
-    detail = g.evidence or ", ".join(
-        f"{k} {v}" for k, v in g.detail.items() if k in ("rc", "reward_file", "error")
-    )
-    return False, g.reward, f"{solved}{mode}: {detail}"
 
 
 def cmd_oracle(a) -> int:
     """Every task's reference solution, graded in its own sandbox with the task's resources; one task
-    failing in any way (its sandbox included) is reported with why, and the others still run."""
+    failing in any way (its sandbox included) is reported with why and the end of the grader's
+    output, a task the sandbox cannot run is a named skip, and the others still run."""
+    from horizon.eval.oracle import run_one
     from horizon.eval.sandbox import sweep_run, toolchain
     from horizon.eval.tasks import load_benchmark
 
-    tasks, errors = load_benchmark(a.tasks, a.format)
+    tasks, errors = load_benchmark(a.tasks, a.format, a.only)
     if a.sandbox == "local":  # what killed runs left (by their dead pid: never another live job's)
         sweep_run(a.sandbox, "oracle")
-    failed = len(errors)
+    options = {"image_map": dict(m.split("=", 1) for m in a.map_image)} if a.map_image else {}
+    counts = {"pass": 0, "FAIL": len(errors), "skip": 0}
     for e in errors:
         print(f"FAIL  {e['task']}  malformed: {e['file']}: {e['field']}: {e['message']}")
     with toolchain.temporary() as tools:
         for t in tasks:
-            ok, reward, why = _oracle_one(a.sandbox, t, tools)
-            print(
-                f"{'pass' if ok else 'FAIL'}  {t.id}  reward {reward:.2f}" + (f"  ({why})" if why else ""),
-                flush=True,
-            )
-            failed += not ok
-    return 1 if failed else 0
+            r = run_one(a.sandbox, t, tools, a.network, options)
+            counts[r.status] += 1
+            line = f"{r.status:4}  {t.id}" + (f"  reward {r.reward:.2f}" if r.status != "skip" else "")
+            print(line + (f"  ({r.why})" if r.why else ""), flush=True)
+            if r.tail:
+                print("\n".join(f"      | {x}" for x in r.tail.splitlines()), flush=True)
+    print(f"oracle ({a.sandbox}): {counts['pass']} passed, {counts['FAIL']} failed, {counts['skip']} skipped "
+          f"(unsupported) of {len(tasks) + len(errors)}")  # fmt: skip
+    return 1 if counts["FAIL"] else 0
 
 
 def cmd_plan(a) -> int:
@@ -183,11 +173,31 @@ def main(argv: list[str] | None = None) -> int:
     k = sub.add_parser("check-tasks", help="validate a benchmark directory")
     k.add_argument("tasks")
     k.add_argument("--format", default="harbor", choices=["harbor", "tb1"])
+    k.add_argument(
+        "--sandbox",
+        default=None,
+        choices=["local", "docker", "apptainer"],
+        help="also report what this sandbox cannot run (without running anything)",
+    )
     k.set_defaults(fn=cmd_check)
     o = sub.add_parser("oracle", help="grade every task's reference solution")
     o.add_argument("tasks")
     o.add_argument("--format", default="harbor", choices=["harbor", "tb1"])
     o.add_argument("--sandbox", default="local")
+    o.add_argument(
+        "--network",
+        default="declared",
+        choices=["declared", "owner", "none"],
+        help="which tasks get the network (config eval.network)",
+    )
+    o.add_argument(
+        "--map-image",
+        action="append",
+        default=[],
+        metavar="FROM=LOCAL",
+        help="docker: build FROM this local image instead (eval.sandbox_options.image_map)",
+    )
+    o.add_argument("--only", nargs="+", default=None, help="these task directories only")
     o.set_defaults(fn=cmd_oracle)
     n = sub.add_parser("plan", help="GPU-hours per stage and in total, at the profile's GPU counts")
     n.add_argument("--configfile", default="config.yaml")

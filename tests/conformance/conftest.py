@@ -82,7 +82,8 @@ def pytest_terminal_summary(terminalreporter):
     lines = []
     for label, marker in (("parser agreement", "parser-"), ("prompt turns byte-equal", "turn-"),
                           ("context management", "context-"), ("truncation", "truncation-"),
-                          ("keystrokes to tmux", "keys-"), ("incremental output", "incremental-")):  # fmt: skip
+                          ("keystrokes to tmux", "keys-"), ("incremental output", "incremental-"),
+                          ("verdict agreement", "verdict-")):  # fmt: skip
         for v in VARIANTS:
             total = len({r.nodeid for r in every if f"[{marker}{v}-" in r.nodeid})
             ok = len({r.nodeid for r in passed if f"[{marker}{v}-" in r.nodeid})

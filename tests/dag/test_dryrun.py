@@ -88,8 +88,15 @@ PAPER = hc.load(REPO / "config.yaml")
 
 def test_paper_grid_counts_match_config():
     c = expected_counts(PAPER)
-    # the paper grid, spelled out once: 25 models (base, 4 single-stage, 2 x (9 + 1) refinements)
-    assert c["rollout"] == 25 * 2 * 4 and c["refine"] == 20 and c["train_single"] == 4
+    # the paper grid, spelled out once: 25 models (base, 4 single-stage, 2 x (9 + 1) refinements) on three
+    # benchmarks (Terminal-Bench v1 core, Terminal-Bench 2.0, OpenThoughts-TBLite: Tables 11-12)
+    assert c["rollout"] == 25 * 3 * 4 and c["refine"] == 20 and c["train_single"] == 4
+    assert c["benchmark"] == 3 and PAPER["eval"]["benchmarks"]["openthoughts-tblite"] == {
+        "format": "harbor",
+        "hf": "open-thoughts/OpenThoughts-TBLite",
+        "revision": "main",
+        "tasks": None,
+    }
     # the configured pairs, among them the paper's B.2 comparison single-K12288 vs single-K16384
     assert ["single-K12288", "single-K16384"] in PAPER["report"]["paired"] and c["cancellation"] == 2
     # decontaminated against both benchmarks before tokenization; no judge unless asked for against both benchmarks before tokenization; no judge unless asked for
@@ -106,7 +113,8 @@ def test_paper_grid_lists_every_new_table_target(tmp_path):
     out = snakemake([*args, "-q", "rules"], cwd=REPO).stdout + snakemake(args, cwd=REPO).stdout
     for target in ("tables/main.md", "tables/benchmarks.md", "tables/episodes.md",
                    "tables/cancellation-single-K12288-vs-single-K16384.md",
-                   "annotations/single-K16384-terminal-bench-2.csv"):  # fmt: skip
+                   "annotations/single-K16384-terminal-bench-2.csv", "benchmarks/openthoughts-tblite/tasks.json",
+                   "rollouts/single-K16384/openthoughts-tblite/r0/attempts.jsonl"):  # fmt: skip
         assert f"results/{target}" in out, target
     assert "results/tables/labels.md" not in out  # waits for human input: built only when asked for
 

@@ -221,10 +221,8 @@ def test_a_sandbox_ended_from_the_host_is_an_infra_error_with_its_evidence(tools
 @pytest.mark.parametrize(
     "written, error",
     [
-        (
-            "echo '{\"score\": 1}' > /logs/verifier/reward.json",
-            'reward.json: expected an object with a "reward" key',
-        ),
+        # as Harbor reads it: a JSON value that is not an object of numbers (a lone key is a valid reward there)
+        ("echo '[1]' > /logs/verifier/reward.json", "reward.json: [1] is not a finite number"),
         ("echo '1 passed' > /logs/verifier/reward.txt", "reward.txt: '1 passed' is not a number"),
         ("mkfifo /logs/verifier/reward.txt", "reward.txt: could not be read (not a regular file)"),
     ],

@@ -141,18 +141,20 @@ def test_sigterm_mid_attempt_leaves_no_container(dockerd, tools, tmp_path):
 
 
 def test_errors_name_what_failed(dockerd, tmp_path):
-    from horizon.eval.sandbox import SandboxError
+    """An image that cannot be pulled, a Dockerfile that does not build: unsupported here, named (a skip,
+    never retried as an infrastructure error)."""
+    from horizon.eval.sandbox import Unsupported
 
     c = client()
     missing = SandboxSpec(name="pull", image="127.0.0.1:9/horizon-missing:1")
     with pytest.raises(
-        SandboxError, match=r"pull: image 127.0.0.1:9/horizon-missing:1 is not present and pulling it failed"
+        Unsupported, match=r"image 127.0.0.1:9/horizon-missing:1 is not present and cannot be pulled"
     ):
         ensure_image(c, missing, "horizon-base:bookworm")
     (tmp_path / "Dockerfile").write_text("ARG BASE_IMAGE\nFROM ${BASE_IMAGE}\nRUN exit 3\n")
     broken = SandboxSpec(name="build", dockerfile_dir=tmp_path)
     with pytest.raises(
-        SandboxError, match=rf"build: building the image of {tmp_path} failed: .*non-zero code: 3"
+        Unsupported, match=r"Dockerfile does not build here .*Step 3/3 : RUN exit 3.*non-zero code: 3"
     ):
         ensure_image(c, broken, "horizon-base:bookworm")
 

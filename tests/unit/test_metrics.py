@@ -155,3 +155,29 @@ def test_latex_tables_compile_with_every_special_character(tmp_path):
     t.block(f"bench_1 {hostile}", [("g", ["single-stage K=8", "5.0 ± 0.5", "–", hostile])])
     r = compile_latex(t.latex(), tmp_path)
     assert r.returncode == 0, r.stdout[-3000:]
+
+
+def test_unsupported_tasks_are_named_skips_not_zeros(tmp_path):
+    """A task the sandbox cannot run leaves the task set (and the CI), and the caption names it; a
+    task run with another network than its owner gives is counted under the table."""
+    import json
+
+    from horizon.report.metrics import build_cell
+    from horizon.report.tables import _rests_on
+
+    net = ["network: none (its owner gives the public network; eval.network = declared)"]
+    recs = [{"task": "a", "attempt": i, "success": i == 0, "episodes": 2, "failure_mode": "none" if i == 0 else
+             "tests_failed", "deviations": net} for i in range(2)]  # fmt: skip
+    recs += [{"task": "b", "attempt": i, "success": False, "episodes": 0, "failure_mode": "unsupported",
+              "sandbox": "local", "evidence": "Dockerfile: line 3: RUN: exited 100"} for i in range(2)]  # fmt: skip
+    f = tmp_path / "attempts.jsonl"
+    f.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    cell = build_cell("m", "bench", {0: f}, ["a", "b"], 2, 1, [1])
+    assert cell.tasks == ["a"] and cell.unsupported == {
+        "b": "local sandbox: Dockerfile: line 3: RUN: exited 100"
+    }
+    assert cell.repeats[0]["rel_ge_1"] == 1.0 and cell.repeats[0]["success_attempts"] == 1.0
+    assert _rests_on({("m", "bench"): cell}, "bench", {"attempts": 2, "repeats": 1}) == (
+        "bench: 1 tasks × 2 attempts × 1 repeats; 1 tasks unsupported by the local sandbox, excluded (named in "
+        "the attempt records: b); 1 tasks ran with another network than their owner gives them (eval.network)"
+    )

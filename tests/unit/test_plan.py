@@ -154,5 +154,7 @@ def test_the_paper_grid_plans_at_the_profile_gpu_counts(monkeypatch):
     text = make_plan(hc.load(REPO / "config.yaml"), REPO / "slurm", title="config.yaml")
     assert "training 4 GPUs x 1 node(s)" in text and text.splitlines()[-1].startswith("total: ")
     rows = [x for x in text.splitlines() if x.startswith(("train ", "score ", "rollouts "))]
-    assert len(rows) == 4 + 20 + 2 + 2  # single-stage, refinements, scoring per H2, rollouts per benchmark
+    assert (
+        len(rows) == 4 + 20 + 2 + 3
+    )  # single-stage, refinements, scoring per H2, rollouts per benchmark (3)
     assert np.isfinite(float(text.splitlines()[-1].split()[1].replace(",", "")))

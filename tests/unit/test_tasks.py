@@ -1,7 +1,7 @@
 import pytest
 
-from horizon.eval.grading import parse_pytest_summary
 from horizon.eval.tasks import TaskError, load_benchmark, load_harbor, load_tb1
+from horizon.eval.verdict import ParseError, pytest_results
 from tests.helpers import FIXTURES
 
 
@@ -21,7 +21,7 @@ def test_tb1_task_fields():
 
 def test_malformed_tasks_are_reported_with_file_and_field_and_others_load():
     tasks, errors = load_benchmark(FIXTURES / "harbor-tasks", "harbor")
-    assert [t.id for t in tasks] == ["hello", "json-reward"]
+    assert [t.id for t in tasks] == ["hello", "json-reward", "needs-apt", "two-steps", "uvx-ctrf"]
     by_task = {e["task"]: e for e in errors}
     assert (
         by_task["broken-toml"]["file"] == "task.toml"
@@ -53,12 +53,13 @@ FAILED tests/test_outputs.py::test_b - AssertionError
 ERROR tests/test_outputs.py::test_c
 ========================= 1 failed, 1 passed, 1 error in 0.1s =========================
 """
-    assert parse_pytest_summary(out) == {
-        "tests/test_outputs.py::test_a": "PASSED",
-        "tests/test_outputs.py::test_b": "FAILED",
-        "tests/test_outputs.py::test_c": "ERROR",
-    }
-    assert parse_pytest_summary("no tests ran") == {}
+    assert pytest_results(out) == {
+        "test_a": "PASSED",
+        "test_b": "FAILED",
+        "test_c": "ERROR",
+    }  # named as TB1 names them
+    with pytest.raises(ParseError, match="no 'short test summary info' section"):
+        pytest_results("no tests ran")
 
 
 def test_check_tasks_prints_each_task_and_names_file_and_field_of_the_malformed(capsys):
@@ -67,8 +68,24 @@ def test_check_tasks_prints_each_task_and_names_file_and_field_of_the_malformed(
     rc = main(["check-tasks", str(FIXTURES / "harbor-tasks")])
     out = capsys.readouterr().out.splitlines()
     assert rc == 1  # malformed tasks make the check fail
-    assert "ok     hello  (agent 30 s, tests 30 s)" in out
+    assert "ok     hello  (agent 30 s, tests 30 s, workdir /app)" in out
     assert any(line.startswith("ok     json-reward") for line in out)
     assert "ERROR  bad-timeout: task.toml: agent.timeout_sec: expected a positive number, got 'soon'" in out
     assert "ERROR  no-tests: tests/test.sh: -: missing" in out
+    assert out[-1] == "8 task directories: 5 ok, 0 unsupported, 3 malformed"
     assert main(["check-tasks", str(FIXTURES / "tb1-tasks"), "--format", "tb1"]) == 0
+
+
+def test_check_tasks_names_what_a_sandbox_cannot_run(capsys):
+    from horizon.cli import main
+
+    assert (
+        main(["check-tasks", str(FIXTURES / "harbor-tasks"), "--sandbox", "local"]) == 1
+    )  # the malformed ones
+    out = capsys.readouterr().out.splitlines()
+    assert (
+        "skip   needs-apt  unsupported by the local sandbox: Dockerfile: line 3: RUN: apt-get install of "
+        "horizon-no-such-package, which the host (the stand-in image) lacks"
+    ) in out
+    assert "ok     two-steps  (agent none, tests 600 s, workdir /app, 2 steps)" in out
+    assert out[-1] == "8 task directories: 4 ok, 1 unsupported by the local sandbox, 3 malformed"

@@ -243,17 +243,21 @@ def run_loop(terminal, backend: Backend, template: Template, instruction: str, d
     return res
 
 
+NO_DEADLINE = 10 * 365 * 86400.0
+
+
 def run_agent(
     sandbox: Sandbox,
     backend: Backend,
     template: Template,
     instruction: str,
-    timeout: float,
+    timeout: float | None,
     cfg: AgentConfig,
     seed: int,
     signatures: list[str] = (),
 ) -> AgentResult:
-    deadline = time.monotonic() + (cfg.agent_timeout or timeout)
+    # no timeout at all (a Harbor task without agent.timeout_sec): a deadline no attempt reaches
+    deadline = time.monotonic() + (cfg.agent_timeout or timeout or NO_DEADLINE)
     terminal = Terminal(sandbox, template.turns["terminal_screen"], template.turns["terminal_new"],
                         style=template.loop.variant)  # fmt: skip
     return run_loop(terminal, backend, template, instruction, deadline, cfg, seed, signatures)

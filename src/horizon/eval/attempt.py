@@ -12,16 +12,17 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from horizon.eval import steps as multistep
 from horizon.eval.agent import AgentConfig, AgentResult, run_agent
 from horizon.eval.grading import Grade, grade
 from horizon.eval.llm import Backend
 from horizon.eval.prompts import Template
-from horizon.eval.sandbox import Sandbox, SandboxError, make_sandbox
+from horizon.eval.sandbox import Sandbox, SandboxError, Unsupported, make_sandbox
 from horizon.eval.settings import Attempt
-from horizon.eval.tasks import Task, sandbox_spec
+from horizon.eval.tasks import Step, Task, network_allowed, sandbox_spec
 from horizon.io import write_json
 
 log = logging.getLogger("horizon.eval.attempt")
@@ -38,6 +39,22 @@ class RunContext:
     signatures: list[str]
     sandbox_options: dict
     run_id: str = "run"
+    # the safety switches (eval.network, eval.same_shell_tests), recorded in every attempt
+    policy: dict = field(default_factory=lambda: {"network": "declared", "same_shell_tests": "fresh"})
+
+
+def deviations(task: Task, policy: dict) -> list[str]:
+    """Where this attempt runs the task otherwise than its owner would, because of a safety switch."""
+    out = []
+    given = network_allowed(task, policy.get("network", "declared"))
+    if given != task.owner_network:
+        owner = "the public network" if task.owner_network else "no network"
+        out.append(f"network: {'public' if given else 'none'} (its owner gives {owner}; eval.network = "
+                   f"{policy.get('network', 'declared')})")  # fmt: skip
+    if task.same_shell and policy.get("same_shell_tests", "fresh") == "fresh":
+        out.append("tests: a fresh grader shell (the task asks for the agent's: run_tests_in_same_shell; "
+                   "eval.same_shell_tests = fresh)")  # fmt: skip
+    return out
 
 
 class Cancelled(Exception):
@@ -95,10 +112,10 @@ def failure_mode(g: Grade, res: AgentResult) -> str:
     return g.failure_mode or "tests_failed"
 
 
-def grade_attempt(sb: Sandbox, task: Task) -> Grade:
+def grade_attempt(sb: Sandbox, task: Task, step: Step | None = None, agent_shell: bool = False) -> Grade:
     """The task's tests; a sandbox failure is the agent's (a Grade) or the harness's (raised), by evidence."""
     try:
-        return grade(task, sb)
+        return grade(task, sb, step=step, network=sb.spec.allow_internet, agent_shell=agent_shell)
     except SandboxError as e:
         d = sb.diagnose()
         if not d.agents_doing:  # the sandbox is fine and our own call failed, or it is gone: infrastructure
@@ -110,16 +127,30 @@ def grade_attempt(sb: Sandbox, task: Task) -> Grade:
 
 def _agent_and_grade(
     sb: Sandbox, task: Task, ctx: RunContext, seed: int, clock: dict
-) -> tuple[AgentResult, Grade]:
+) -> tuple[AgentResult, Grade, list[dict] | None]:
     sb.start()
     clock["started"] = time.monotonic()
-    res = run_agent(
-        sb, ctx.backend, ctx.template, task.instruction, task.agent_timeout, ctx.agent, seed, ctx.signatures
-    )
-    clock["agent"] = time.monotonic()
-    g = grade_attempt(sb, task)
-    clock["graded"] = time.monotonic()
-    return res, g
+    if not task.steps:
+        res = run_agent(sb, ctx.backend, ctx.template, task.instruction, task.agent_timeout, ctx.agent, seed,
+                        ctx.signatures)  # fmt: skip
+        clock["agent"] = time.monotonic()
+        g = grade_attempt(sb, task, agent_shell=ctx.policy.get("same_shell_tests") == "agent")
+        clock["graded"] = time.monotonic()
+        return res, g, None
+    results, grades, records = [], [], []
+    for i, step in enumerate(task.steps):
+        multistep.prepare_step(sb, step, first=i == 0)
+        res = run_agent(sb, ctx.backend, ctx.template, step.instruction, step.agent_timeout, ctx.agent,
+                        seed + i, ctx.signatures)  # fmt: skip
+        g = grade_attempt(sb, task, step)
+        stopped = multistep.below_min_reward(step, g)
+        results.append(res)
+        grades.append(g)
+        records.append(multistep.step_record(step, res, g, stopped))
+        if stopped:
+            break
+    clock["agent"] = clock["graded"] = time.monotonic()
+    return multistep.merge_results(results), multistep.combined_grade(task, grades, records), records
 
 
 def run_attempt(
@@ -135,12 +166,17 @@ def run_attempt(
     clock = {"t0": time.monotonic()}
     labels = {"horizon.run": ctx.run_id, "horizon.task": task.id,
               "horizon.attempt": str(attempt), "horizon.repeat": str(repeat)}  # fmt: skip
-    sb = make_sandbox(
-        ctx.sandbox_kind, sandbox_spec(task, f"{task.id}-a{attempt}-r{repeat}", labels), **ctx.sandbox_options
+    spec = sandbox_spec(
+        task, f"{task.id}-a{attempt}-r{repeat}", labels, ctx.policy.get("network", "declared")
     )
+    sb = make_sandbox(ctx.sandbox_kind, spec, **ctx.sandbox_options)
     live.add(sb)
     try:
-        res, g = _agent_and_grade(sb, task, ctx, seed, clock)
+        res, g, step_records = _agent_and_grade(sb, task, ctx, seed, clock)
+    except Unsupported as e:
+        log.warning("%s: %s (recorded as unsupported, never a 0)", task.id, e)
+        rec = Attempt.unsupported(task.id, attempt, repeat, e.reason, ctx.sandbox_kind, dict(ctx.policy))
+        return Outcome(rec, [])
     finally:
         sb.stop()
         live.discard(sb)
@@ -153,6 +189,7 @@ def run_attempt(
         first_complete_episode=res.first_complete_episode, parse_errors=res.parse_errors,
         model_calls=res.model_calls, summary_calls=res.summary_calls, summarizations=res.summarizations,
         error_signatures=res.error_signatures, transcript=str(transcript) if transcript else None,
+        policy=dict(ctx.policy), deviations=deviations(task, ctx.policy) or None, steps=step_records,
         timing={"start": round(clock["started"] - clock["t0"], 3), "agent": round(clock["agent"] - clock["started"], 3),
                 "grade": round(clock["graded"] - clock["agent"], 3), "teardown": round(end - clock["graded"], 3)},
     )  # fmt: skip

@@ -83,6 +83,8 @@ class _Repeat:
             self.done[(a.task, a.attempt)] = a
         self.live = LiveSandboxes()
         self.lock = threading.Lock()
+        # tasks this sandbox cannot run (a named skip): their other attempts are recorded without a retry
+        self.unsupported = {a.task: a for a in self.done.values() if a.failure_mode == "unsupported"}
         self.progress = Progress(f"rollout r{repeat}", len(tasks) * attempts, "attempts", logger=log)
         self.progress.update(len(self.done))
 
@@ -92,12 +94,19 @@ class _Repeat:
     def _try(self, task: Task, attempt: int) -> Attempt | None:
         transcript = self.out_path.parent / "transcripts" / task.id / f"attempt-{attempt}.json"
         seed = episode_seed(self.seed, *self.seed_parts, self.repeat, task.id, attempt)
+        if task.id in self.unsupported:
+            known = self.unsupported[task.id]
+            return Attempt.unsupported(task.id, attempt, self.repeat, known.evidence or "", known.sandbox or "",
+                                       known.policy)  # fmt: skip
         rec = None
         for tries in range(self.retries + 1):
             if self.live.cancelled.is_set():
                 return None
             try:
-                return run_attempt(task, attempt, self.repeat, self.ctx, seed, self.live, transcript).record
+                out = run_attempt(task, attempt, self.repeat, self.ctx, seed, self.live, transcript).record
+                if out.failure_mode == "unsupported":
+                    self.unsupported.setdefault(task.id, out)
+                return out
             except Cancelled:
                 return None
             except INFRA as e:
@@ -132,10 +141,10 @@ class _Repeat:
         records = sorted(self.done.values(), key=lambda r: (r.task, r.attempt))
         write_text(self.out_path, "".join(json.dumps(r.to_dict()) + "\n" for r in records))
         self.journal.remove()
-        infra = sum(1 for r in records if r.failure_mode == "infra_error")
+        infra = sum(1 for r in records if r.failure_mode in ("infra_error", "unsupported"))
         ok = sum(1 for r in records if r.success)
         log.info(
-            "repeat %d: %d/%d attempts succeeded (%d infra errors excluded)",
+            "repeat %d: %d/%d attempts succeeded (%d infra errors or unsupported excluded)",
             self.repeat,
             ok,
             len(records),
@@ -202,6 +211,11 @@ def make_backend(settings: EvalSettings, model_dir: str, tokenizer_dir: str, see
     return backend, server
 
 
+def policy(settings: EvalSettings) -> dict:
+    """The safety switches every attempt records (README: Real benchmarks)."""
+    return {"network": settings.network, "same_shell_tests": settings.same_shell_tests}
+
+
 def agent_config(settings: EvalSettings) -> AgentConfig:
     return AgentConfig(
         max_episodes=settings.max_episodes,
@@ -241,14 +255,17 @@ def rollout_job(
     tasks, errors = read_manifest(tasks_json)
     for e in errors:
         log.error("task %s skipped: %s: %s: %s", e["task"], e["file"], e["field"], e["message"])
+    for t in tasks:  # fields the task's owner does not know, or that no sandbox here applies: named
+        for w in t.warnings:
+            log.warning("task %s: %s: %s: %s", t.id, w["file"], w["field"], w["message"])
     run_id = f"{model}/{bench}/r{repeat}"
     sweep_run(settings.sandbox, run_id)  # sandboxes of this very job left by a killed earlier run
     with toolchain.temporary() as tools:
         backend, server = make_backend(settings, model_dir, tokenizer_dir, seed, Path(out_path).parent)
         try:
             options = {"toolchain": tools, **settings.sandbox_options}
-            ctx = RunContext(settings.sandbox, backend, template, agent_config(settings),
-                             signatures, options, run_id=run_id)  # fmt: skip
+            ctx = RunContext(settings.sandbox, backend, template, agent_config(settings), signatures, options,
+                             run_id=run_id, policy=policy(settings))  # fmt: skip
             return run_repeat(tasks, settings.attempts, repeat, ctx, out_path, seed, settings.concurrency,
                               settings.max_infra_retries, seed_parts=(model, bench))  # fmt: skip
         finally:

@@ -52,6 +52,8 @@ class EvalSettings:
     context: str = "summarize"
     summarize_threshold: int = 8000
     history_thinking: str = "drop"
+    network: str = "declared"  # declared | owner | none (README: Real benchmarks)
+    same_shell_tests: str = "fresh"  # fresh (a clean grader) | agent (as terminal-bench: the agent's shell)
     sampling: Sampling = field(default_factory=Sampling)
     vllm_command: tuple[str, ...] = ("vllm", "serve")
     vllm_args: tuple[str, ...] = ()
@@ -100,10 +102,14 @@ class Attempt:
     infra_tries: int | None = None  # infra_error only
     evidence: str | None = None  # why the sandbox side failed (which call, which limit, who ended it)
     harness: str = "horizon"  # which harness produced the record: horizon | harbor
+    policy: dict | None = None  # the safety switches this attempt ran under (eval.network, ...)
+    deviations: list[str] | None = None  # where that made it differ from the task's owner
+    steps: list[dict] | None = None  # multi-step tasks: each step's reward and ending
+    sandbox: str | None = None  # unsupported only: the sandbox that could not run the task
 
     def to_dict(self) -> dict:
         out = asdict(self)
-        for key in ("error", "infra_tries", "timing", "evidence"):
+        for key in ("error", "infra_tries", "timing", "evidence", "policy", "deviations", "steps", "sandbox"):
             if out[key] is None:
                 del out[key]
         return out
@@ -112,6 +118,14 @@ class Attempt:
     def from_dict(cls, rec: Mapping) -> Attempt:
         known = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in rec.items() if k in known})
+
+    @classmethod
+    def unsupported(cls, task: str, attempt: int, repeat: int, reason: str, sandbox: str,
+                    policy: dict | None = None) -> Attempt:  # fmt: skip
+        """The sandbox cannot run this task as its owner defines it: a named skip, excluded like an
+        infrastructure error and listed under the tables, never a 0."""
+        return cls(task, attempt, repeat, False, 0.0, 0, 0, 0, 0.0, "unsupported", "unsupported",
+                   evidence=reason[:1000], sandbox=sandbox, policy=policy)  # fmt: skip
 
     @classmethod
     def infra_error(

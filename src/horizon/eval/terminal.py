@@ -82,11 +82,12 @@ class Terminal:
         style: str = "harbor",
         width: int = 160,
         height: int = 40,
-        workdir: str = "/app",
+        workdir: str | None = None,
     ):
         self.sb = sandbox
         self.screen_form, self.new_form, self.style = screen_form, new_form, style
-        self.width, self.height, self.workdir = width, height, workdir
+        self.width, self.height = width, height
+        self.workdir = workdir or getattr(sandbox, "workdir", None) or "/app"  # the task's working directory
         self._previous: str | None = None
 
     def _tmux(self, *args: str, timeout: float = 20) -> str:

@@ -78,7 +78,7 @@ def export_failures(
         if (rp.model, rp.bench) != (model, bench):
             raise ValueError(f"{p}: not a rollout of {model} on {bench}")
         for rec in read_attempts(p):
-            if rec["success"] or rec.get("failure_mode") == "infra_error":
+            if rec["success"] or rec.get("failure_mode") in ("infra_error", "unsupported"):
                 continue
             commands, screen = transcript_summary(rec.get("transcript"), last_episodes, screen_tail)
             rows.append({"model": model, "benchmark": bench, "task": rec["task"], "attempt": rec["attempt"],
@@ -136,7 +136,7 @@ def _outcomes(rollouts: Sequence[str]) -> dict[tuple[str, str, str], list[int]]:
     for p in rollouts:
         rp = parse_rollout_path(p)
         for rec in read_attempts(p):
-            if rec.get("failure_mode") != "infra_error":
+            if rec.get("failure_mode") not in ("infra_error", "unsupported"):
                 o = out[(rp.model, rp.bench, rec["task"])]
                 o[0] += int(bool(rec["success"]))
                 o[1] += 1

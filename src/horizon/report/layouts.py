@@ -101,7 +101,7 @@ def episodes_by_task(rollouts: Sequence[str]) -> dict[tuple[str, str, str], list
     for p in rollouts:
         rp = parse_rollout_path(p)
         for rec in read_attempts(p):
-            if rec.get("failure_mode") != "infra_error":
+            if rec.get("failure_mode") not in ("infra_error", "unsupported"):
                 out[(rp.model, rp.bench, rec["task"])].append(int(rec["episodes"]))
     return out
 

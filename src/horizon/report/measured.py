@@ -95,7 +95,10 @@ def _measured_rollouts(cfg: Mapping, results: Path, rates: Rates, out: dict) -> 
         files = [*results.glob(f"rollouts/*/{b}/r*/attempts.jsonl"),
                  *results.glob(f"rollouts/*/{b}/r*/attempts.partial.jsonl")]  # fmt: skip
         seconds = [
-            r["seconds"] for f in files for r in read_attempts(f) if r.get("failure_mode") != "infra_error"
+            r["seconds"]
+            for f in files
+            for r in read_attempts(f)
+            if r.get("failure_mode") not in ("infra_error", "unsupported")
         ]
         if seconds:
             rates.rollout_s[b] = float(np.mean(seconds))

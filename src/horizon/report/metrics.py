@@ -6,7 +6,7 @@ For one model x benchmark x repeat, with s_i = successes of task i in its n atte
   reactive success = a success whose agent saw an error signature (configured regexes, matched on
   the terminal output) in an observation before its first task_complete; proactive = the others;
   episodes per success (all, and reactive).
-Attempts with failure_mode infra_error are excluded (n_i counts the others) and counted, never
+Attempts with failure_mode infra_error or unsupported are excluded (n_i counts the others) and counted, never
 scored as failures. Over repeats: mean and sample standard deviation (ddof = 1).
 """
 
@@ -16,10 +16,13 @@ import json
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+
+# attempts that say nothing about the model: the harness failed, or the sandbox cannot run the task
+EXCLUDED = ("infra_error", "unsupported")
 
 
 class IncompleteResults(ValueError):
@@ -71,18 +74,15 @@ def repeat_stats(
         by_task[r["task"]].append(r)
     s, n, infra = {}, {}, 0
     for t in tasks:
-        valid = [r for r in by_task.get(t, []) if r.get("failure_mode") != "infra_error"]
+        valid = [r for r in by_task.get(t, []) if r.get("failure_mode") not in EXCLUDED]
         infra += len(by_task.get(t, [])) - len(valid)
         s[t] = sum(1 for r in valid if r["success"])
         n[t] = len(valid)
     succ = [
-        r
-        for t in tasks
-        for r in by_task.get(t, [])
-        if r["success"] and r.get("failure_mode") != "infra_error"
+        r for t in tasks for r in by_task.get(t, []) if r["success"] and r.get("failure_mode") not in EXCLUDED
     ]
     reactive = [r for r in succ if is_reactive(r, patterns)]
-    valid_all = [r for t in tasks for r in by_task.get(t, []) if r.get("failure_mode") != "infra_error"]
+    valid_all = [r for t in tasks for r in by_task.get(t, []) if r.get("failure_mode") not in EXCLUDED]
     solved = [v for v in s.values() if v >= 1]
     out = {
         "success_attempts": float(sum(s.values())),
@@ -124,6 +124,10 @@ class Cell:
     tasks: list[str]
     attempts: int
     partial: bool = False
+    unsupported: dict = field(default_factory=dict)  # task -> why the sandbox could not run it (excluded)
+    deviations: dict = field(
+        default_factory=dict
+    )  # kind ("network", "tests") -> tasks run otherwise than their owner
 
     def stat(self, key: str) -> tuple[float, float]:
         return mean_sd(r[key] for r in self.repeats)
@@ -134,6 +138,22 @@ class Cell:
     @property
     def infra_errors(self) -> int:
         return int(sum(r["infra_errors"] for r in self.repeats))
+
+    def skip_note(self) -> str:
+        """What the caption says of the tasks this cell leaves out or runs otherwise than their owners."""
+        notes = []
+        if self.unsupported:
+            sandboxes = sorted({why.split(" sandbox:", 1)[0] for why in self.unsupported.values()})
+            notes.append(f"{len(self.unsupported)} tasks unsupported by the {', '.join(sandboxes)} sandbox, excluded "
+                         f"(named in the attempt records: {', '.join(sorted(self.unsupported)[:5])}"
+                         f"{', ...' if len(self.unsupported) > 5 else ''})")  # fmt: skip
+        if "network" in self.deviations:
+            notes.append(f"{len(self.deviations['network'])} tasks ran with another network than their owner "
+                         "gives them (eval.network)")  # fmt: skip
+        if "tests" in self.deviations:
+            notes.append(f"{len(self.deviations['tests'])} tasks graded in a fresh shell though they ask for "
+                         "the agent's (eval.same_shell_tests)")  # fmt: skip
+        return "; ".join(notes)
 
 
 def read_attempts(path: str | Path) -> list[dict]:
@@ -153,8 +173,7 @@ def build_cell(
     allow_partial: bool = False,
 ) -> Cell:
     """Check completeness (error names model, benchmark, repeat and task), then compute per repeat."""
-    problems = []
-    per_repeat = []
+    problems, recs_by_repeat = [], []
     for r in range(repeats):
         if r not in files or not Path(files[r]).exists():
             problems.append(f"{model} on {bench}: repeat r{r} is missing")
@@ -168,15 +187,37 @@ def build_cell(
                 problems.append(
                     f"{model} on {bench}: repeat r{r}, task {t} has {counts[t]} of {attempts} attempts"
                 )
-        per_repeat.append(repeat_stats(recs, tasks, attempts, rel_k, fragile_max, patterns))
+        recs_by_repeat.append(recs)
     if problems and not allow_partial:
         raise IncompleteResults(
             "incomplete results (set report.allow_partial: true for a marked partial row):\n  "
             + "\n  ".join(problems[:20])
         )
-    if not per_repeat:
+    if not recs_by_repeat:
         raise IncompleteResults(f"{model} on {bench}: no repeat at all")
-    return Cell(model, bench, per_repeat, list(tasks), attempts, partial=bool(problems))
+    unsupported, deviations = _skips(recs_by_repeat)
+    kept = [t for t in tasks if t not in unsupported]
+    per_repeat = [repeat_stats(recs, kept, attempts, rel_k, fragile_max, patterns) for recs in recs_by_repeat]
+    return Cell(model, bench, per_repeat, kept, attempts, bool(problems), unsupported, deviations)
+
+
+def _skips(recs_by_repeat: list[list[dict]]) -> tuple[dict[str, str], dict[str, set]]:
+    """Tasks the sandbox could not run (every record unsupported: a named skip, not a 0) and, by kind,
+    the tasks a safety switch ran otherwise than their owner would."""
+    by_task: dict[str, list[dict]] = defaultdict(list)
+    for recs in recs_by_repeat:
+        for rec in recs:
+            by_task[rec["task"]].append(rec)
+    unsupported = {
+        t: f"{rs[0].get('sandbox') or 'the'} sandbox: {rs[0].get('evidence') or 'unsupported'}"
+        for t, rs in by_task.items()
+        if rs and all(r.get("failure_mode") == "unsupported" for r in rs)
+    }
+    deviations: dict[str, set] = defaultdict(set)
+    for t, rs in by_task.items():
+        for d in {d for r in rs for d in r.get("deviations") or []}:
+            deviations[d.split(":", 1)[0]].add(t)
+    return unsupported, dict(deviations)
 
 
 def bootstrap_ci(cell: Cell, key: str, samples: int, seed: int, level: float = 0.95) -> tuple[float, float]:

@@ -71,9 +71,11 @@ def load_cells(
 def _rests_on(cells: dict, bench: str, eval_cfg: dict) -> str:
     any_cell = next(c for (m, b), c in cells.items() if b == bench)
     infra = sum(c.infra_errors for (m, b), c in cells.items() if b == bench)
+    note = any_cell.skip_note()
     return (
         f"{bench}: {len(any_cell.tasks)} tasks × {eval_cfg['attempts']} attempts × {eval_cfg['repeats']} repeats"
         + (f"; {infra} infrastructure-error attempts excluded" if infra else "")
+        + (f"; {note}" if note else "")
     )
 
 

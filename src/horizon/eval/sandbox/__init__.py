@@ -29,6 +29,16 @@ class SandboxError(RuntimeError):
         self.evidence = evidence
 
 
+class Unsupported(SandboxError):
+    """This sandbox cannot run this task as its owner defines it (a Dockerfile step it cannot reproduce,
+    an image that cannot be built or pulled here, several compose services): a named skip, never a
+    0 and never retried. `reason` says what, naming the file and line where there is one."""
+
+    def __init__(self, reason: str, sandbox: str = ""):
+        super().__init__(f"unsupported by the {sandbox} sandbox: {reason}" if sandbox else reason)
+        self.reason, self.sandbox = reason, sandbox
+
+
 @dataclass(frozen=True)
 class Diagnosis:
     """What a sandbox's own evidence says after an operation failed.
@@ -71,6 +81,11 @@ class SandboxSpec:
     workdir_files: Path | None = None  # copied into /app at start
     image: str | None = None  # docker / apptainer image, if the task has one
     dockerfile_dir: Path | None = None  # a build context holding a Dockerfile
+    dockerfile: str = "Dockerfile"  # its name in the build context
+    workdir: str | None = None  # the task's working directory (None: the image's; local: /app)
+    env: dict = field(default_factory=dict)  # the container's environment (the task's own)
+    services: list = field(default_factory=list)  # compose services: one container runs one
+    build_timeout: float = 600.0
     cpus: float = 1.0
     memory_mb: int = 2048
     storage_mb: int = 4096  # what the agent may write under /app (local: a tmpfs, so it is memory too)
@@ -82,9 +97,21 @@ class SandboxSpec:
 
 
 class Sandbox:
-    """The protocol. Paths inside the sandbox are POSIX strings; /app is the working directory."""
+    """The protocol. Paths inside the sandbox are POSIX strings; commands run in the task's working
+    directory (`workdir`) unless told otherwise."""
 
     spec: SandboxSpec
+    default_workdir = "/app"
+
+    @property
+    def workdir(self) -> str:
+        """The task's working directory: its own (environment.workdir, the Dockerfile's last WORKDIR),
+        else what the backend knows of the image (docker: its WorkingDir), else /app."""
+        return self.spec.workdir or self.default_workdir
+
+    def image_env(self) -> dict[str, str]:
+        """The environment the task's image and its own settings give every process (not the agent's)."""
+        return dict(self.spec.env)
 
     def start(self) -> None:
         raise NotImplementedError
@@ -94,7 +121,7 @@ class Sandbox:
         argv: list[str] | str,
         timeout: float | None = None,
         env: dict | None = None,
-        cwd: str = "/app",
+        cwd: str | None = None,
         input: bytes | None = None,
         max_bytes: int = 1 << 20,
     ) -> ExecResult:
@@ -102,11 +129,12 @@ class Sandbox:
 
     def put(self, src: Path, dest: str) -> None:
         """Copy a host file or directory to `dest` inside the sandbox (dest = the new path)."""
-        self.exec(["mkdir", "-p", dest.rsplit("/", 1)[0] or "/"], timeout=30)
+        self.exec(["mkdir", "-p", dest.rsplit("/", 1)[0] or "/"], timeout=30, cwd="/")
         r = self.exec(
             ["tar", "-x", "-C", dest.rsplit("/", 1)[0] or "/"],
             input=tar_bytes(src, dest.rsplit("/", 1)[1]),
             timeout=120,
+            cwd="/",
         )
         if not r.ok:
             raise SandboxError(f"{self.spec.name}: copying {src} to {dest} failed: {r.stderr[-500:]}")
@@ -137,6 +165,15 @@ class Sandbox:
         if r.rc != 0:
             raise SandboxError(f"{self.spec.name}: putting the tests in failed: {r.stderr[-500:]}")
         return self.grader_home
+
+    def clear_grading(self) -> None:
+        """Between the steps of a multi-step task: the previous step's tests and verifier logs go
+        (as Harbor removes them), so that the next step's agent never sees them."""
+        r = self.exec(["sh", "-c", CLEAR_DIRS, "sh", self.grader_home], timeout=60, cwd="/")
+        if r.rc != 0:
+            raise SandboxError(
+                f"{self.spec.name}: clearing /tests and /logs/verifier failed: {r.stderr[-300:]}"
+            )
 
     def diagnose(self) -> Diagnosis:
         if not self.alive():
@@ -197,6 +234,9 @@ RESET_DIRS = """set -e
 for d in /tests /logs; do if [ -L "$d" ] || [ -e "$d" -a ! -d "$d" ]; then rm -f "$d"; fi; done
 for d in /tests /logs/verifier "$@"; do rm -rf "$d" 2>/dev/null || true; mkdir -p "$d"; find "$d" -mindepth 1 -delete; done
 mkdir -p /logs/agent"""
+CLEAR_DIRS = (
+    'for d in /tests /logs/verifier "$@"; do [ -d "$d" ] && find "$d" -mindepth 1 -delete; done; exit 0'
+)
 
 BACKENDS = {
     "local": ("horizon.eval.sandbox.local", "LocalSandbox"),

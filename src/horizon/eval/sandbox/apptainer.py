@@ -72,7 +72,7 @@ class ApptainerSandbox(Sandbox):
             "--hostname",
             "box",
             "--pwd",
-            "/app",
+            self.workdir,
             "--bind",
             ",".join(binds),
         ]
@@ -116,12 +116,15 @@ class ApptainerSandbox(Sandbox):
         r = subprocess.run([self.bin, "instance", "list", self.name], capture_output=True, text=True)
         return self.name in r.stdout
 
-    def exec(self, argv, timeout=None, env=None, cwd="/app", input=None, max_bytes=1 << 20) -> ExecResult:
+    def exec(self, argv, timeout=None, env=None, cwd=None, input=None, max_bytes=1 << 20) -> ExecResult:
         if not self.running:
             raise SandboxError(f"{self.spec.name}: the sandbox is not running")
         if isinstance(argv, str):
             argv = ["bash", "-c", argv]
-        r = subprocess.run(self.exec_argv(argv, cwd, env, timeout), input=input, capture_output=True)
+        env = {**self.image_env(), **(env or {})}
+        r = subprocess.run(
+            self.exec_argv(argv, cwd or self.workdir, env, timeout), input=input, capture_output=True
+        )
         rc = r.returncode
         return ExecResult(
             rc,

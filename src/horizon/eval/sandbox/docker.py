@@ -1,10 +1,10 @@
 """The `docker` sandbox: one container per attempt, through the Docker SDK (honours DOCKER_HOST).
 
-Image: the task's prebuilt `docker_image`, or its Dockerfile built once per content hash (the tag
-`horizon-task:<sha>` is the cache: a rebuild happens only when the build context or the base
-image name changes; Dockerfiles may start `ARG BASE_IMAGE` / `FROM ${BASE_IMAGE}`, our bundled
-tasks do). Limits from the task (cpus, memory) and the run (processes); `network_mode=none`
-unless the task allows internet. Every container carries labels (horizon.run, horizon.task,
+Image: the task's prebuilt `docker_image`, or its Dockerfile built once per content hash
+(dockerimage.py: the cache, FROM images mapped onto local ones, what cannot be had here named
+Unsupported). The task's working directory (else the image's WORKDIR) and environment are the
+container's; the tests see the container's environment too. Limits from the task (cpus, memory)
+and the run (processes); `network_mode=none` unless the task gets the network (eval.network). Every container carries labels (horizon.run, horizon.task,
 horizon.attempt, horizon.repeat) and is removed on stop(); the rollout job removes the containers
 of its own run left by a killed earlier run when it starts (`sweep`), and its SIGTERM/SIGINT
 handler stops the live ones.
@@ -13,21 +13,19 @@ tmux must be in the image (the Terminal-Bench base images and our base image hav
 container's pid 1 is a shell loop that reaps orphans: the kernel never delivers a signal sent from
 inside to it, so `kill -9 -1` by the agent ends the agent's processes, not the container. Before
 the tests, every process but pid 1 is killed (as root), /tests, /logs/verifier and the graders'
-toolchain (pytest, uv stand-in, with an empty HOME for the grader) are recreated, the toolchain and
-the tests copied in with put_archive (which also works with a remote daemon); the agent never sees
-the toolchain. What the container boundary covers and what it does not: README, Sandboxes.
+toolchain (pytest, the wheelhouse, the uv wrapper, with an empty HOME for the grader; the real uv
+binary only for tests that call uv) are recreated, the toolchain and the tests copied in with
+put_archive (which also works with a remote daemon); the agent never sees the toolchain. What the container boundary covers and what it does not: README, Sandboxes.
 
 Errors name what failed: the daemon (unreachable, or failing a call), pulling, building, starting.
 """
 
 from __future__ import annotations
 
-import hashlib
 import io
 import logging
-import os
+import re
 import tarfile
-import threading
 import time
 from pathlib import Path
 
@@ -40,6 +38,7 @@ from horizon.eval.sandbox import (
     SandboxError,
     SandboxSpec,
 )
+from horizon.eval.sandbox.dockerimage import _errors, _host, _present, context_hash, ensure_image  # noqa: F401
 from horizon.io import tar_bytes
 
 log = logging.getLogger("horizon.eval.sandbox.docker")
@@ -48,21 +47,7 @@ LABEL = "horizon.sandbox"
 BASE_IMAGE = "horizon-base:bookworm"
 # pid 1: immune to signals from inside; `wait` reaps every child, orphans reparented to it included
 PID1 = ["sh", "-c", "trap '' HUP INT TERM; while :; do sleep 3600 & wait; done"]
-_build_locks: dict[str, threading.Lock] = {}
-_locks_guard = threading.Lock()
 _toolchain_tars: dict[str, bytes] = {}
-
-
-def _errors():
-    """(errors that mean the daemon failed a call or cannot be reached, image-not-found)."""
-    import docker.errors
-    import requests.exceptions
-
-    return (docker.errors.DockerException, requests.exceptions.RequestException), docker.errors.NotFound
-
-
-def _host() -> str:
-    return os.environ.get("DOCKER_HOST", "the default socket")
 
 
 def client():
@@ -77,66 +62,6 @@ def client():
         return c
     except daemon as e:
         raise SandboxError(f"cannot reach the Docker daemon at {_host()}: {e}") from None
-
-
-def _present(c, ref: str) -> bool:
-    daemon, missing = _errors()
-    try:
-        c.images.get(ref)
-        return True
-    except missing:
-        return False
-    except daemon as e:
-        raise SandboxError(f"the Docker daemon at {_host()} failed looking up image {ref}: {e}") from None
-
-
-def context_hash(context: Path, base_image: str) -> str:
-    h = hashlib.sha256(base_image.encode())
-    for p in sorted(context.rglob("*")):
-        if p.is_file():
-            h.update(str(p.relative_to(context)).encode())
-            h.update(p.read_bytes())
-    return h.hexdigest()[:16]
-
-
-def ensure_image(c, spec: SandboxSpec, base_image: str) -> str:
-    daemon, _ = _errors()
-    if spec.image and not spec.dockerfile_dir:
-        if not _present(c, spec.image):
-            log.info("pulling %s", spec.image)
-            try:
-                c.images.pull(spec.image)
-            except daemon as e:
-                raise SandboxError(
-                    f"{spec.name}: image {spec.image} is not present and pulling it failed: {e}"
-                ) from None
-        return spec.image
-    if spec.image and _present(c, spec.image):  # a task with both: the prebuilt image wins (Harbor semantics)
-        return spec.image
-    if not spec.dockerfile_dir:
-        raise SandboxError(f"{spec.name}: the task has neither docker_image nor a Dockerfile")
-    tag = f"horizon-task:{context_hash(spec.dockerfile_dir, base_image)}"
-    with _locks_guard:
-        lock = _build_locks.setdefault(tag, threading.Lock())
-    with lock:
-        if _present(c, tag):
-            return tag
-        t = time.monotonic()
-        try:
-            c.images.build(
-                path=str(spec.dockerfile_dir),
-                tag=tag,
-                rm=True,
-                forcerm=True,
-                buildargs={"BASE_IMAGE": base_image},
-                network_mode="none",
-            )
-        except daemon as e:
-            raise SandboxError(
-                f"{spec.name}: building the image of {spec.dockerfile_dir} failed: {e}"
-            ) from None
-        log.info("built %s from %s in %.1f s", tag, spec.dockerfile_dir, time.monotonic() - t)
-    return tag
 
 
 def sweep(run_id: str) -> int:
@@ -159,8 +84,11 @@ class DockerSandbox(Sandbox):
         toolchain: str | Path | None = None,
         base_image: str = BASE_IMAGE,
         max_processes: int | None = None,
+        image_map: dict | None = None,
     ):
         self.spec = spec
+        self.image_map = dict(image_map or {})
+        self._workdir = spec.workdir or "/"
         self.toolchain = Path(toolchain) if toolchain else None
         self.base_image = base_image
         self.max_processes = max_processes or spec.max_processes
@@ -169,20 +97,22 @@ class DockerSandbox(Sandbox):
 
     def start(self) -> None:
         c = client()
-        image = ensure_image(c, self.spec, self.base_image)
+        image = ensure_image(c, self.spec, self.base_image, self.image_map)
         labels = {LABEL: "1", **{k: str(v) for k, v in self.spec.labels.items()}}
+        if not self.spec.workdir:  # the image's own WORKDIR, as docker exec would use it
+            self._workdir = (c.images.get(image).attrs.get("Config") or {}).get("WorkingDir") or "/"
         daemon, _ = _errors()
         self.started_at = int(time.time()) - 1
         try:
             self.container = c.containers.run(
-                image, command=PID1, detach=True, labels=labels, working_dir="/app",
+                image, command=PID1, detach=True, labels=labels, working_dir=self._workdir,
                 network_mode=None if self.spec.allow_internet else "none", hostname="box",
                 nano_cpus=int(self.spec.cpus * 1e9), mem_limit=f"{self.spec.memory_mb}m",
-                pids_limit=self.max_processes, environment={"TERM": "xterm-256color"},
+                pids_limit=self.max_processes, environment={"TERM": "xterm-256color", **self.spec.env},
             )  # fmt: skip
         except daemon as e:
             raise SandboxError(f"{self.spec.name}: starting a container of {image} failed: {e}") from None
-        self.exec(["mkdir", "-p", "/app", "/logs"], timeout=30, cwd="/")
+        self.exec(["mkdir", "-p", self._workdir, "/logs"], timeout=30, cwd="/")
         if self.exec(["sh", "-c", "command -v tmux"], timeout=30, cwd="/").rc != 0:
             self.stop()
             raise SandboxError(f"{self.spec.name}: the image {image} has no tmux (add it to the image)")
@@ -190,6 +120,17 @@ class DockerSandbox(Sandbox):
     @classmethod
     def sweep(cls, run_id: str) -> int:
         return sweep(run_id)
+
+    @property
+    def workdir(self) -> str:
+        return self._workdir
+
+    def image_env(self) -> dict[str, str]:
+        """The container's environment (its image's ENV lines and the task's), as docker exec gives it."""
+        if self.container is None:
+            return dict(self.spec.env)
+        pairs = (e.partition("=") for e in (self.container.attrs.get("Config") or {}).get("Env") or [])
+        return {k: v for k, _, v in pairs if k != "TERM"}
 
     def alive(self) -> bool:
         if self.container is None:
@@ -213,7 +154,7 @@ class DockerSandbox(Sandbox):
             self.container = None
 
     def exec(
-        self, argv, timeout=None, env=None, cwd="/app", input=None, max_bytes=1 << 20, user=""
+        self, argv, timeout=None, env=None, cwd=None, input=None, max_bytes=1 << 20, user=""
     ) -> ExecResult:
         if self.container is None:
             raise SandboxError(f"{self.spec.name}: the sandbox is not running")
@@ -227,7 +168,7 @@ class DockerSandbox(Sandbox):
         api = self.container.client.api
         daemon, _ = _errors()
         try:
-            ex = api.exec_create(self.container.id, cmd, workdir=cwd, environment=env or {}, stdout=True,
+            ex = api.exec_create(self.container.id, cmd, workdir=cwd or self.workdir, environment=env or {}, stdout=True,
                                  stderr=True, user=user)  # fmt: skip
             stream = api.exec_start(ex["Id"], stream=True, demux=True)
             out, err = bytearray(), bytearray()
@@ -272,6 +213,8 @@ class DockerSandbox(Sandbox):
         self._put_archive("/tests", tests_archive, "the tests")
         if self.toolchain is not None:
             self._put_archive("/opt", _toolchain_tar(self.toolchain), "the graders' toolchain")
+            if re.search(rb"\buvx?\b", tests_archive):  # the real uv (38 MB) only for tests that call it
+                self._put_archive("/opt/horizon", _toolchain_tar(self.toolchain / "libexec", "libexec"), "uv")
         owner = (self.container.attrs.get("Config") or {}).get("User") or "0"
         if owner in ("0", "root"):  # the archive made it, owned by root
             return home
@@ -368,11 +311,19 @@ class DockerSandbox(Sandbox):
         return True
 
 
-def _toolchain_tar(path: Path) -> bytes:
-    """The toolchain as an archive (built once per job: it never changes after toolchain.build)."""
+def _toolchain_tar(path: Path, name: str = "horizon") -> bytes:
+    """The toolchain as an archive, without the uv binary (its own archive: libexec); built once per job."""
     key = str(path)
     if key not in _toolchain_tars:
-        _toolchain_tars[key] = tar_bytes(path, "horizon")
+        data = tar_bytes(path, name)
+        if name == "horizon":  # leave libexec/ out of the core archive
+            src, out = tarfile.open(fileobj=io.BytesIO(data)), io.BytesIO()
+            with tarfile.open(fileobj=out, mode="w") as tar:
+                for m in src.getmembers():
+                    if not m.name.startswith("horizon/libexec"):
+                        tar.addfile(m, src.extractfile(m) if m.isfile() else None)
+            data = out.getvalue()
+        _toolchain_tars[key] = data
     return _toolchain_tars[key]
 
 

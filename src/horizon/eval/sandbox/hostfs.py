@@ -91,18 +91,25 @@ def _chown_tree(path: Path, uid: int) -> None:
             os.chown(os.path.join(dirpath, n), uid, uid, follow_symlinks=False)
 
 
-def prepare_root(spec: SandboxSpec, toolchain: Path | None, owner: int | None) -> tuple[Path, Path | None]:
-    """(the sandbox's host directory, the toolchain path to bind): owned by `owner` (the sandbox's uid)."""
+def prepare_root(spec: SandboxSpec, toolchain: Path | None, owner: int | None):
+    """(the sandbox's host directory, the toolchain path to bind, the LocalImage of the task's Dockerfile):
+    owned by `owner` (the sandbox's uid). The staged image is root/image (imagebuild.prepare)."""
+    from horizon.eval.sandbox import imagebuild
+
     if toolchain is not None and not (toolchain / "home").is_dir():
         raise SandboxError(f"the graders' toolchain {toolchain} is missing or incomplete (toolchain.build)")
     name = re.sub(r"[^A-Za-z0-9_.-]", "_", spec.name)[:40]
     root = Path(tempfile.mkdtemp(prefix=f"{DIR_PREFIX}{os.getpid()}-{name}-"))
-    lower = root / "lower"
-    if spec.workdir_files:
-        shutil.copytree(spec.workdir_files, lower, symlinks=True)
-    else:
-        lower.mkdir()
-    set_mtimes(lower)
+    try:
+        image = imagebuild.prepare(spec, root)
+        if image.inside:
+            imagebuild.write_build_files(root)
+            if not world_readable(spec.dockerfile_dir):  # the sandbox's uid binds it: a copy it can read
+                shutil.copytree(spec.dockerfile_dir, root / "context", symlinks=True)
+    except BaseException:
+        shutil.rmtree(root, ignore_errors=True)
+        raise
+    set_mtimes(root / "image")
     tools = toolchain
     if tools is not None and not world_readable(tools):  # behind a private directory (a 0700 home)
         shutil.copytree(tools, root / "tools", symlinks=True)
@@ -111,7 +118,7 @@ def prepare_root(spec: SandboxSpec, toolchain: Path | None, owner: int | None) -
         (root / "resolv.conf").write_text("nameserver 10.0.2.3\n")  # slirp4netns's DNS forwarder
     if owner is not None:
         _chown_tree(root, owner)
-    return root, tools
+    return root, tools, image
 
 
 def sweep_dirs(prefix: str = DIR_PREFIX) -> int:

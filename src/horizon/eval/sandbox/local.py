@@ -1,8 +1,9 @@
 """The `local` sandbox: bubblewrap, no daemon, no image. The agent in it is hostile by assumption.
 
 Files: the host's system directories read-only (/usr, /etc, /bin, /lib...), / itself read-only;
-/app an overlay of the task's files (a host copy with fixed timestamps, read-only underneath) and
-a tmpfs of `storage_mb` for what the agent writes; /tmp, /var/tmp, /root and /run tmpfs; the
+/app (and every top-level directory the task's Dockerfile puts files in: imagebuild.py, which also
+replays its RUN steps before the agent starts) an overlay of the task's files (a host copy with fixed
+timestamps, read-only underneath) and a tmpfs of `storage_mb` for what the agent writes; /tmp, /var/tmp, /root and /run tmpfs; the
 graders' toolchain read-only at /opt/horizon; /tests and /logs empty and read-only until grading.
 Nothing else of the host is visible (not the repository, the tasks' tests and solutions, the
 results). Namespaces: its own user (root inside, an unprivileged uid outside: 200000 + n per
@@ -46,10 +47,18 @@ import subprocess
 import time
 from pathlib import Path
 
-from horizon.eval.sandbox import Diagnosis, ExecResult, Sandbox, SandboxError, SandboxSpec, hostexec, netns
+from horizon.eval.sandbox import (
+    Diagnosis,
+    ExecResult,
+    Sandbox,
+    SandboxError,
+    SandboxSpec,
+    hostexec,
+    imagebuild,
+    netns,
+)
 from horizon.eval.sandbox import limits as cgroups
 from horizon.eval.sandbox.hostfs import (
-    FIXED_MTIME,
     UidLease,
     host_tool,
     prepare_root,
@@ -72,11 +81,6 @@ NAMESPACES = {
     "uts": "--uts",
 }
 INIT = (Path(__file__).parent / "init.py").read_text()
-MOUNT_APP = f"""set -e; umask 022
-mkdir /run/horizon/upper/data /run/horizon/upper/work
-mount -n -t overlay -o lowerdir=/run/horizon/lower,upperdir=/run/horizon/upper/data,workdir=/run/horizon/upper/work horizon-app /app
-umount -n -l /run/horizon/lower /run/horizon/upper
-touch -h -d @{FIXED_MTIME} /app"""
 KILL_ALL = """i=0
 while [ $i -lt 500 ]; do kill -9 -1 2>/dev/null || exit 0; i=$((i+1)); sleep 0.01; done
 echo "processes of the sandbox survive kill -9 -1" >&2; exit 1"""
@@ -100,7 +104,8 @@ class LocalSandbox(Sandbox):
     grader_home = "/opt/horizon/home"
 
     def __init__(self, spec: SandboxSpec, toolchain: str | Path | None = None, hostname: str = "box",
-                 limits: str = "auto"):  # fmt: skip
+                 limits: str = "auto", image_map: dict | None = None, base_image: str | None = None):  # fmt: skip
+        # image_map, base_image: docker's options; here the host's userland stands in for every FROM image
         if limits not in ("auto", "cgroup", "rlimit"):
             raise ValueError(f"sandbox_options.limits: {limits!r} (allowed: auto, cgroup, rlimit)")
         self.spec, self.hostname, self.limits = spec, hostname, limits
@@ -112,6 +117,7 @@ class LocalSandbox(Sandbox):
         self.ns: dict[str, int] = {}
         self.net: netns.UserNet | None = None
         self.init_pid = 0
+        self.image: imagebuild.LocalImage | None = None
         self.chan: hostexec.InitChannel | None = None
         self.tools = {t: host_tool(t, "util-linux") for t in ("nsenter", "setpriv")}
 
@@ -123,19 +129,30 @@ class LocalSandbox(Sandbox):
         self.lease = UidLease() if as_root else None
         self.uid = self.lease.uid if as_root else os.getuid()
         try:
-            self.root, tools = prepare_root(self.spec, self.toolchain, self.uid if as_root else None)
+            self.root, tools, self.image = prepare_root(
+                self.spec, self.toolchain, self.uid if as_root else None
+            )
             self.cgroup = self._make_cgroup()
             self._launch(bwrap, tools, as_root)
-            r = self._run(["sh", "-c", MOUNT_APP], privileged=True, timeout=30)
+            script = imagebuild.mount_script(self.image, "opt" in self.image.writable and tools is not None)
+            r = self._run(["sh", "-c", script], privileged=True, timeout=30)
             if r.rc != 0:
                 raise SandboxError(
                     f"{self.spec.name}: mounting /app failed: {r.stderr.decode(errors='replace')[-500:]}"
                 )
+            if self.image.inside:
+                self._build()
             if self.spec.allow_internet:
                 self.net = netns.UserNet.start(self, self.tools["setpriv"] if as_root else None)
         except BaseException:
             self.stop()
             raise
+
+    def _build(self) -> None:
+        imagebuild.run_inside(self, self.image)
+
+    def image_env(self) -> dict[str, str]:
+        return dict(self.image.env) if self.image is not None else dict(self.spec.env)
 
     def _make_cgroup(self) -> cgroups.Cgroup | None:
         if self.limits == "rlimit":
@@ -177,18 +194,35 @@ class LocalSandbox(Sandbox):
             argv += ["--ro-bind", str(self.root / "resolv.conf"), "/etc/resolv.conf"]
         # each scratch tmpfs may take half the memory (a full one fails with ENOSPC, not the OOM killer);
         # together they are bounded by the cgroup, which their pages are charged to
+        # each scratch tmpfs may take half the memory (a full one fails with ENOSPC, not the OOM killer);
+        # together they are bounded by the cgroup, which their pages are charged to
         mem, app = str(self.spec.memory_mb << 19), str(self.spec.storage_mb << 20)
         argv += ["--dev", "/dev", "--proc", "/proc", "--size", mem, "--tmpfs", "/tmp", "--size", mem, "--tmpfs", "/var/tmp",
-                 "--size", mem, "--tmpfs", "/root", "--size", str(64 << 20), "--tmpfs", "/run", "--dir", "/app",
-                 "--ro-bind", str(self.root / "lower"), "/run/horizon/lower", "--size", app, "--tmpfs", "/run/horizon/upper",
+                 "--size", mem, "--tmpfs", "/root", "--size", str(64 << 20), "--tmpfs", "/run",
+                 "--ro-bind", str(self.root / "image"), "/run/horizon/lower", "--size", app, "--tmpfs", "/run/horizon/upper",
                  "--dir", "/tests", "--dir", "/logs"]  # fmt: skip
+        for top in self.image.writable:
+            if top not in ("tmp", "root"):
+                argv += ["--dir", f"/{top}"]
+        if self.image.inside:
+            argv += ["--ro-bind", str(self.root / "build"), "/run/horizon/build",
+                     "--ro-bind", str(self._context()), "/run/horizon/context"]  # fmt: skip
         argv += (
             ["--ro-bind", str(tools), "/opt/horizon"] if tools is not None else ["--dir", self.grader_home]
         )
-        return [*argv, "--remount-ro", "/", "--uid", "0", "--gid", "0", "--hostname", self.hostname, "--chdir", "/",
+        if tools is not None and "opt" in self.image.writable:
+            argv += ["--ro-bind", str(tools), "/run/horizon/tools"]
+        sealed = [] if self.image.inside else ["--remount-ro", "/"]  # a build seals / itself once it is done
+        return [*argv, *sealed, "--uid", "0", "--gid", "0", "--hostname", self.hostname, "--chdir", "/",
                 "--clearenv", "--setenv", "PATH", PATH, "--setenv", "HOME", "/root", "--setenv", "LANG", "C.UTF-8",
                 "--info-fd", str(info_fd), "--", py, "-I", "-S", "-c", INIT, str(chan_fd),
                 json.dumps(self._rlimits()), MARKER]  # fmt: skip
+
+    def _context(self) -> Path:
+        """The build context the Dockerfile's later COPY steps read (a private copy where the original is
+        not readable by the sandbox's uid)."""
+        copy = self.root / "context"
+        return copy if copy.is_dir() else Path(self.spec.dockerfile_dir).resolve()
 
     def _rlimits(self) -> dict:
         """What every command gets: no core dumps; without a cgroup, the per-process limits too."""
@@ -346,13 +380,14 @@ class LocalSandbox(Sandbox):
         except OSError as e:
             raise SandboxError(f"{self.spec.name}: starting {full[0]} failed: {e}") from None
 
-    def exec(self, argv, timeout=None, env=None, cwd="/app", input=None, max_bytes=1 << 20) -> ExecResult:
+    def exec(self, argv, timeout=None, env=None, cwd=None, input=None, max_bytes=1 << 20) -> ExecResult:
         if isinstance(argv, str):
             argv = ["bash", "-c", argv]
         if not self.alive() or self.chan is None:
             raise SandboxError(f"{self.spec.name}: the sandbox is not running")
-        full_env = {"PATH": PATH, "HOME": "/root", "LANG": "C.UTF-8", "TERM": "xterm-256color", **(env or {})}
-        r = self.chan.run(list(argv), full_env, cwd, input, max_bytes, timeout)
+        full_env = {"PATH": PATH, "HOME": "/root", "LANG": "C.UTF-8", "TERM": "xterm-256color",
+                    **self.image_env(), **(env or {})}  # fmt: skip
+        r = self.chan.run(list(argv), full_env, cwd or self.workdir, input, max_bytes, timeout)
         return ExecResult(
             r.rc, r.stdout.decode("utf-8", "replace"), r.stderr.decode("utf-8", "replace"), r.killed
         )
@@ -393,6 +428,15 @@ tar -x --no-same-owner -C /tests"""
                 f"{self.spec.name}: putting the tests in failed: {r.stderr.decode(errors='replace')[-500:]}"
             )
         return self.grader_home
+
+    def clear_grading(self) -> None:
+        r = self._run(
+            ["sh", "-c", f"umount -n -l /tests /logs {self.grader_home}"], privileged=True, timeout=30
+        )
+        if r.rc != 0:
+            raise SandboxError(
+                f"{self.spec.name}: clearing /tests and /logs failed: {r.stderr.decode(errors='replace')[-300:]}"
+            )
 
     def diagnose(self) -> Diagnosis:
         cg = self.cgroup

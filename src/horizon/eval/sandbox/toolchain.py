@@ -7,9 +7,10 @@ container), for the grader's environment only:
 - lib/: pytest and its pure-Python dependencies, copied from this environment
   (PYTHONPATH=/opt/horizon/lib, any python3 >= 3.10 inside the sandbox);
 - bin/pytest, bin/py.test: `python3 -m pytest`;
-- bin/uv, bin/uvx: a small offline stand-in for the subcommands test scripts use
-  (`uv venv`, `uv init`, `uv add`/`uv pip install` of packages already provided: no-ops;
-  `uv run CMD`, `uvx pytest`: run CMD with the toolchain on the path); anything else fails loudly;
+- wheels/: the graders' packages (pytest, pytest-json-ctrf and their dependencies) as wheels packed
+  from this environment (wheelhouse.py), for uv and pip inside the sandbox (`PIP_FIND_LINKS`);
+- libexec/uv: the real uv (the binary PyPI's `uv` ships); bin/uv, bin/uvx: uvshim.py, which runs it
+  offline against the wheelhouse with the container's own Python (README: Sandboxes);
 - bin/curl: passes through to the real curl, except for the uv installer script
   (astral.sh/uv/.../install.sh), for which it returns a no-op installer;
 - home/: empty; the grader's HOME is a fresh directory mounted or created there at grading.
@@ -24,9 +25,12 @@ from __future__ import annotations
 
 import importlib.metadata
 import importlib.util
+import json
 import logging
 import shutil
 from pathlib import Path
+
+from horizon.eval.sandbox import wheelhouse
 
 log = logging.getLogger("horizon.toolchain")
 
@@ -43,75 +47,6 @@ PACKAGES = (
     "tomli",
 )
 
-UV = r'''#!/usr/bin/env python3
-"""Offline stand-in for uv/uvx inside horizon sandboxes (see horizon/sandbox/toolchain.py)."""
-import os, sys
-
-TOOLS = os.path.dirname(os.path.abspath(__file__))
-PROVIDED = {"pytest", "pluggy", "iniconfig", "packaging"}
-
-
-def run(cmd):
-    os.environ["PATH"] = TOOLS + os.pathsep + os.environ.get("PATH", "")
-    lib = os.path.join(os.path.dirname(TOOLS), "lib")
-    os.environ["PYTHONPATH"] = lib + (os.pathsep + os.environ["PYTHONPATH"] if os.environ.get("PYTHONPATH") else "")
-    if cmd and cmd[0] in ("pytest", "py.test"):
-        cmd = ["python3", "-m", "pytest"] + cmd[1:]
-    if cmd and cmd[0] in ("python", "python3") and len(cmd) > 2 and cmd[1] == "-m" and cmd[2] == "pytest":
-        cmd = ["python3"] + cmd[1:]
-    os.execvp(cmd[0], cmd)
-
-
-def names(args):
-    out = []
-    for a in args:
-        if a.startswith("-"):
-            continue
-        out.append(a.split("==")[0].split(">=")[0].split("<")[0].split("[")[0].strip().lower())
-    return out
-
-
-def main():
-    prog = os.path.basename(sys.argv[0])
-    args = sys.argv[1:]
-    if prog == "uvx":
-        return run(args)
-    if not args:
-        print("uv (horizon offline stand-in)"); return 0
-    sub, rest = args[0], args[1:]
-    if sub in ("--version", "version"):
-        print("uv 0.0.0 (horizon offline stand-in)"); return 0
-    if sub in ("venv", "init", "sync", "lock"):
-        if sub == "venv":
-            d = next((a for a in rest if not a.startswith("-")), ".venv")
-            os.makedirs(os.path.join(d, "bin"), exist_ok=True)
-            with open(os.path.join(d, "bin", "activate"), "w") as fh:
-                fh.write("# horizon offline stand-in: nothing to activate\n")
-        return 0
-    if sub == "tool" and rest[:1] == ["run"]:
-        return run(rest[1:])
-    if sub == "run":
-        while rest and rest[0].startswith("-"):
-            flag = rest.pop(0)
-            if flag in ("--with", "--python", "-p", "--project", "--directory") and rest:
-                rest.pop(0)
-        return run(rest)
-    pkgs = []
-    if sub == "add":
-        pkgs = names(rest)
-    elif sub == "pip" and rest[:1] == ["install"]:
-        pkgs = names([a for a in rest[1:] if a not in ("-r",)])
-    else:
-        sys.stderr.write("uv %s: not available offline in this sandbox\n" % sub); return 2
-    missing = [p for p in pkgs if p not in PROVIDED]
-    if missing:
-        sys.stderr.write("uv: no network in this sandbox; not provided: %s\n" % ", ".join(missing)); return 1
-    return 0
-
-
-sys.exit(main())
-'''
-
 CURL = r"""#!/bin/sh
 # horizon offline stand-in: the uv installer is not needed (uv is provided); everything else goes to curl
 for a in "$@"; do
@@ -124,6 +59,16 @@ echo "curl: not installed in this sandbox" >&2; exit 127
 """
 
 PYTEST = '#!/bin/sh\nexport PYTHONPATH="/opt/horizon/lib${PYTHONPATH:+:$PYTHONPATH}"\nexec python3 -m pytest "$@"\n'
+
+
+def _real_uv(dest: Path) -> None:
+    """The uv binary of this environment's `uv` package (pip install uv), copied in."""
+    try:
+        from uv import find_uv_bin
+    except ImportError:
+        raise RuntimeError("the graders' toolchain needs uv in this environment: pip install uv") from None
+    dest.mkdir()
+    shutil.copy2(find_uv_bin(), dest / "uv")
 
 
 def build(out_dir: str | Path) -> Path:
@@ -171,10 +116,15 @@ def build(out_dir: str | Path) -> Path:
     import compileall
 
     compileall.compile_dir(tmp / "lib", quiet=1, workers=1)
-    for name, text in (("uv", UV), ("uvx", UV), ("curl", CURL), ("pytest", PYTEST), ("py.test", PYTEST)):
+    shim = (Path(__file__).parent / "uvshim.py").read_text()
+    for name, text in (("uv", shim), ("uvx", shim), ("curl", CURL), ("pytest", PYTEST), ("py.test", PYTEST)):
         p = tmp / "bin" / name
         p.write_text(text)
         p.chmod(0o755)
+    _real_uv(tmp / "libexec")
+    held = wheelhouse.build(tmp / "wheels")
+    (tmp / "wheels" / "provided.json").write_text(json.dumps(held, sort_keys=True) + "\n")
+    (tmp / "wheels" / "overrides.txt").write_text("".join(f"{k}=={v}\n" for k, v in sorted(held.items())))
     (tmp / ".complete").write_text("ok\n")
     shutil.rmtree(out, ignore_errors=True)
     tmp.rename(out)
@@ -182,16 +132,32 @@ def build(out_dir: str | Path) -> Path:
     return out
 
 
-GRADER_ENV = {
-    "PATH": "/opt/horizon/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-    "PYTHONPATH": "/opt/horizon/lib",
+SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+GRADER_ENV = {"PATH": f"/opt/horizon/bin:{SYSTEM_PATH}", "PYTHONPATH": "/opt/horizon/lib"}
+OFFLINE_PIP = {
+    "PIP_NO_INDEX": "1",
+    "PIP_FIND_LINKS": "/opt/horizon/wheels",
+    "PIP_DISABLE_PIP_VERSION_CHECK": "1",
 }
 
 
-def grader_env(home: str) -> dict[str, str]:
-    """The whole environment the tests run with (nothing of the agent's, nothing of the harness's)."""
-    return {**GRADER_ENV, "HOME": home, "PYTHONNOUSERSITE": "1", "PYTHONSAFEPATH": "1", "LANG": "C.UTF-8",
-            "TERM": "xterm-256color", "TEST_DIR": "/tests"}  # fmt: skip
+def grader_env(home: str, image_env: dict | None = None, task_env: dict | None = None,
+               network: bool = False) -> dict[str, str]:  # fmt: skip
+    """The whole environment the tests run with: the image's own (its ENV lines, the task's
+    environment), the task's verifier variables, then ours (a fresh HOME, the toolchain first on the
+    image's PATH, no user site, no cwd on Python's path, pip and uv offline unless the network is
+    given). Nothing of the agent's, nothing of the harness's."""
+    image_env = dict(image_env or {})
+    path = image_env.pop("PATH", None) or SYSTEM_PATH
+    out = {**image_env, **(task_env or {})}
+    out.update({"PATH": f"/opt/horizon/bin:{path}", "PYTHONPATH": GRADER_ENV["PYTHONPATH"], "HOME": home,
+                "PYTHONNOUSERSITE": "1", "PYTHONSAFEPATH": "1", "LANG": out.get("LANG", "C.UTF-8"),
+                "TERM": "xterm-256color", "TEST_DIR": "/tests"})  # fmt: skip
+    if network:
+        out["HORIZON_NETWORK"] = "1"
+    else:
+        out.update(OFFLINE_PIP)
+    return out
 
 
 class temporary:
