@@ -50,6 +50,26 @@ class AgentResult:
     parse_errors: int = 0
     seconds: float = 0.0
     events: list[dict] = field(default_factory=list)
+    cache: dict | None = None  # see count_cache
+
+
+def count_cache(res: AgentResult, comp, episode: int) -> None:
+    """The prompt cache's record of an attempt, from what the backend says about each call.
+
+    reused_tokens: prompt tokens served from the cache. After the first episode, a hit is a call whose
+    cache held the attempt's whole previous context (only the new turns were encoded) and a miss one whose
+    did not (a rewritten history: it fell back to the longest common prefix). A backend that cannot tell
+    (HTTP) leaves hits and misses out.
+    """
+    if comp.cached_tokens is None:
+        return
+    c = res.cache = res.cache or {"reused_tokens": 0}
+    c["reused_tokens"] += comp.cached_tokens
+    if comp.continued is not None:
+        c.setdefault("hits", 0)
+        c.setdefault("misses", 0)
+        if episode > 0:
+            c["hits" if comp.continued else "misses"] += 1
 
 
 def episode_seed(*parts) -> int:
@@ -85,6 +105,7 @@ class _Loop:
         res.episodes += 1
         res.prompt_tokens += comp.prompt_tokens
         res.completion_tokens += comp.completion_tokens
+        count_cache(res, comp, episode)
         if comp.finish_reason == "context_length":
             res.ended = "context_length"
             return None

@@ -140,6 +140,7 @@ def run_attempt(
         error_signatures=res.error_signatures, transcript=str(transcript) if transcript else None,
         timing={"start": round(clock["started"] - clock["t0"], 3), "agent": round(clock["agent"] - clock["started"], 3),
                 "grade": round(clock["graded"] - clock["agent"], 3), "teardown": round(end - clock["graded"], 3)},
+        cache=res.cache,
     )  # fmt: skip
     if transcript:
         write_json(transcript, {**record.to_dict(), "instruction": task.instruction, "messages": res.messages,

@@ -37,6 +37,9 @@ class EvalSettings:
     sampling: Sampling = field(default_factory=Sampling)
     vllm_command: tuple[str, ...] = ("vllm", "serve")
     vllm_args: tuple[str, ...] = ()
+    vllm_prefix_caching: bool = True
+    kv_cache: bool = True
+    batching: bool = True
     sandbox_options: Mapping = field(default_factory=dict)
 
     @classmethod
@@ -71,12 +74,13 @@ class Attempt:
     error_signatures: list[dict] = field(default_factory=list)
     transcript: str | None = None
     timing: dict | None = None
+    cache: dict | None = None  # the model's prompt cache: hits, misses, reused_tokens (backends that tell)
     error: str | None = None  # infra_error only: what failed
     infra_tries: int | None = None  # infra_error only
 
     def to_dict(self) -> dict:
         out = asdict(self)
-        for key in ("error", "infra_tries", "timing"):
+        for key in ("error", "infra_tries", "timing", "cache"):
             if out[key] is None:
                 del out[key]
         return out
