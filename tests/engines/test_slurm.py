@@ -144,7 +144,9 @@ def test_data_and_training_rules_through_the_slurm_executor(slurm, tmp_path, too
     # the fake GPU request reached the job (gres from the profile, through a real slurmctld): the job's
     # record in slurmctld (kept for MinJobAge) shows the GPU it was allocated
     train_job = next(p for p in logs if "rule_train_single" in str(p)).stem
-    job = subprocess.run(["scontrol", "show", "job", train_job], capture_output=True, text=True, check=True).stdout
+    job = subprocess.run(
+        ["scontrol", "show", "job", train_job], capture_output=True, text=True, check=True
+    ).stdout
     assert "gres/gpu=1" in job or "gres/gpu:1" in job, job
     # the same target with --cores 2 in a fresh directory, for the closing note's comparison
     local = tmp_path / "local"

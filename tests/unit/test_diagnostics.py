@@ -42,4 +42,6 @@ def test_bias_proxy_inside_and_beyond_the_horizon():
     assert rows[8]["bias_within_horizon"] == pytest.approx((0 + 1 + 1) / 3)  # positions 2, 5 and 3 < 8
     assert rows[8]["bias_beyond_horizon"] == pytest.approx((2 + 4) / 2)
     assert rows[8]["n_tokens"] == 5 and rows[8]["n_beyond"] == 2 and rows[8]["n_trajectories"] == 2
-    assert rows[16]["bias"] == 0.0 and rows[16]["reference"] == "single-K16" and rows[8]["model"] == "single-K8"
+    assert (
+        rows[16]["bias"] == 0.0 and rows[16]["reference"] == "single-K16" and rows[8]["model"] == "single-K8"
+    )
