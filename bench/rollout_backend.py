@@ -5,13 +5,15 @@ demo's models and tasks, in the same run.
 
   python bench/rollout_backend.py [--results DIR] [--models single-K384,single-K640] [--threads 1]
 
-DIR is a demo results directory (`results/` after `make demo`). Without one, the demo's config is run
+DIR holds a demo's `results/` (the repository root after `make demo`). Without one, the demo's config is run
 in a temporary directory up to the models asked for (corpus, tokenizer, student, training: minutes).
 Each model runs the demo's rollout job (12 tasks x eval.attempts, eval.concurrency, the demo's
-sampling, the local sandbox) once per path, in alternating order; per model and path it prints
-attempts, wall seconds, tokens generated per second and attempts per minute, and whether the two
-paths produced the same attempts (behaviour fields and transcripts). The last line is
-`speedup=<new/old>` in attempts per minute over all models.
+sampling, the local sandbox) once per path and round, the order alternating; per model and path it
+prints attempts, wall seconds, tokens generated per second and attempts per minute, the CPU time of
+generation itself (the engine's thread, or the generate() calls: less sensitive to other load on a
+shared machine than wall time), and whether the two paths produced the same attempts (behaviour
+fields and transcripts; an observation captured while a command still prints can differ, see the
+README's Determinism). The last line is `speedup=<new/old>` in attempts per minute over all runs.
 """
 
 from __future__ import annotations
@@ -103,6 +105,9 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1, help="torch threads (the demo's rollout jobs use 1)")
     ap.add_argument("--concurrency", type=int, help="override eval.concurrency (the demo's: 3)")
     ap.add_argument(
+        "--rounds", type=int, default=1, help="run every model's pair this many times (noisy machines)"
+    )
+    ap.add_argument(
         "--keep", type=Path, help="write the runs (attempts, transcripts) here instead of a temp dir"
     )
     a = ap.parse_args()
@@ -122,12 +127,12 @@ def main() -> None:
                   attempts=0, tokens=0)}  # fmt: skip
         print(f"demo rollouts: {len(models)} model(s), concurrency {cfg['eval']['concurrency']}, "
               f"{a.threads} torch thread(s), temperature {cfg['eval']['sampling']['temperature']}")  # fmt: skip
-        for i, model in enumerate(models):
+        jobs = [(rnd, model) for rnd in range(a.rounds) for model in models]
+        for i, (rnd, model) in enumerate(jobs):
             res = {}
-            for new in (False, True) if i % 2 == 0 else (True, False):
-                res[new] = run(
-                    root, cfg, model, new, (a.keep or tmp / "runs") / model / ("new" if new else "old")
-                )
+            for new in (False, True) if i % 2 == 0 else (True, False):  # alternate who runs first
+                out = (a.keep or tmp / "runs") / f"round{rnd}" / model / ("new" if new else "old")
+                res[new] = run(root, cfg, model, new, out)
             for new in (False, True):
                 r, t = res[new], totals[new]
                 tokens = sum(x.completion_tokens for x in r["records"])
@@ -140,9 +145,9 @@ def main() -> None:
                 print(f"{model:14s} {label:24s} {len(r['records']):3d} attempts {tokens:6d} tokens {r['wall']:6.1f} s "
                       f"{tokens / r['wall']:6.1f} tok/s {len(r['records']) / r['wall'] * 60:6.1f} attempts/min; "
                       f"generation {r['gen_cpu']:5.1f} s CPU ({tokens / r['gen_cpu']:5.0f} tok per CPU s{extra}), "
-                      f"process {r['cpu']:5.1f} s CPU")  # fmt: skip
+                      f"process {r['cpu']:5.1f} s CPU", flush=True)  # fmt: skip
             agree, n = same_attempts(res[False]["records"], res[True]["records"])
-            print(f"{model:14s} same attempts (behaviour fields and transcripts): {agree}/{n}")
+            print(f"{model:14s} same attempts (behaviour fields and transcripts): {agree}/{n}", flush=True)
         rate = {k: v["attempts"] / v["wall"] * 60 for k, v in totals.items()}
         tok = {k: v["tokens"] / v["wall"] for k, v in totals.items()}
         per_cpu = {k: v["tokens"] / v["gen_cpu"] for k, v in totals.items()}

@@ -254,3 +254,29 @@ def test_a_machine_whose_kernels_are_not_batch_invariant_gets_plain_generate(
     student = tiny_corpus / "student"
     b = TransformersBackend(student, student, temperature=0.0)
     assert b.engine is None and "not batch invariant on this machine" in caplog.text
+
+
+def test_a_summarised_history_falls_back_cleanly(tiny_corpus):
+    """As when the agent loop summarises its history between episodes (a summary call, then a shorter,
+    rewritten conversation): the call after it reuses only what is still common, says so, and answers
+    what a backend without any cache answers."""
+    student = tiny_corpus / "student"
+    fast = TransformersBackend(student, student, temperature=0.6)
+    plain = TransformersBackend(student, student, temperature=0.6, kv_cache=False, batching=False)
+
+    def episodes(backend):
+        msgs, outs = list(conversations()[2]), []
+        outs.append(backend.complete(msgs, seed=5, max_tokens=16))
+        msgs += [{"role": "assistant", "content": outs[-1].text}, {"role": "user", "content": "Summarise."}]
+        outs.append(backend.complete(msgs, seed=6, max_tokens=16))
+        rewritten = [
+            msgs[0],
+            {"role": "user", "content": f"Summary: {outs[-1].text}\nNew Terminal Output:\n$"},
+        ]
+        outs.append(backend.complete(rewritten, seed=7, max_tokens=16))
+        return outs
+
+    got, want = episodes(fast), episodes(plain)
+    fast.close()
+    assert [c.text for c in got] == [c.text for c in want]
+    assert not got[2].continued and 0 < got[2].cached_tokens < got[1].prompt_tokens  # kept the first turn

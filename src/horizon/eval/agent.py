@@ -54,21 +54,23 @@ class AgentResult:
 
 
 def count_cache(res: AgentResult, comp, episode: int) -> None:
-    """The prompt cache's record of an attempt, from what the backend says about each call.
+    """The prompt cache's record of an attempt, from what the backend says about each call after the first.
 
-    reused_tokens: prompt tokens served from the cache. After the first episode, a hit is a call whose
-    cache held the attempt's whole previous context (only the new turns were encoded) and a miss one whose
-    did not (a rewritten history: it fell back to the longest common prefix). A backend that cannot tell
-    (HTTP) leaves hits and misses out.
+    reused_tokens: prompt tokens served from the cache. hits: calls whose cache held the attempt's whole
+    previous context (only the new turns were encoded); misses: calls whose did not (a rewritten history or
+    an answer that re-encodes to other tokens: the longest common prefix was reused). The first call is left
+    out: what it finds cached depends on which attempt ran before it, and the record stays reproducible. A
+    backend that cannot tell hits from misses (HTTP) records reused_tokens only.
     """
     if comp.cached_tokens is None:
         return
     c = res.cache = res.cache or {"reused_tokens": 0}
-    c["reused_tokens"] += comp.cached_tokens
     if comp.continued is not None:
         c.setdefault("hits", 0)
         c.setdefault("misses", 0)
-        if episode > 0:
+    if episode > 0:
+        c["reused_tokens"] += comp.cached_tokens
+        if comp.continued is not None:
             c["hits" if comp.continued else "misses"] += 1
 
 

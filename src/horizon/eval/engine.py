@@ -159,11 +159,11 @@ class Engine:
         with self.start_lock:
             if self.failure is not None:
                 raise RuntimeError("the generation engine failed earlier") from self.failure
+            if self.closed:
+                raise RuntimeError("the generation engine is closed")
             if self.thread is None:
                 self.thread = threading.Thread(target=self._loop, name="horizon-engine", daemon=True)
                 self.thread.start()
-            if self.closed:
-                raise RuntimeError("the generation engine is closed")
         self.queue.put(req)
         while not req.done.wait(1.0):  # the engine may have stopped after this request was queued
             if not self.thread.is_alive():

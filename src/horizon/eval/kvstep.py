@@ -14,11 +14,12 @@ no row here ever sees the shape of the call it is in:
 - every other operation works row by row.
 A token's keys and values are thus the same bits whether it was decoded alone, in a prefill chunk or
 in a full re-encode, whoever else was in the step. tests/unit/test_engine.py proves it bit for bit
-(1 and 2 threads). On a GPU kernels are chosen per shape and no such promise is made.
+(1 and 2 threads). On a GPU kernels are chosen per shape and no such promise could be made: the
+backend uses the engine on CPU only.
 
 The decoder is run by hand from the checkpoint's weights, with the operations of transformers' Qwen3
-modules (the same bits as their forward, tested), without their per-call machinery, which costs more
-than the arithmetic of a small model's decoding step.
+modules (tested against its forward, and greedy and sampled answers against `generate`), without their
+per-call machinery, which costs more than the arithmetic of a small model's decoding step.
 """
 
 from __future__ import annotations
@@ -28,9 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-ROWS = (
-    4  # every matmul gets a multiple of this many rows (4+ row calls share a kernel here; checked at start)
-)
+ROWS = 4  # every matmul gets a multiple of this many rows (the engine checks it at start)
 BLOCK = 128  # keys per block of the attention's weighted sum
 
 
@@ -158,13 +157,12 @@ def attend(torch, q, layer: int, pool: KVPool, g: Group, scaling: float):
     q = q.view(s_, t, kv, per, d).permute(0, 2, 3, 1, 4).reshape(s_ * kv, per * t, d)
     q = torch.nn.functional.pad(q, (0, 0, 0, g.rows - per * t))
     k = _slots_view(pool.k[layer], g.slots)[:, :, : g.length].reshape(s_ * kv, g.length, d)
-    p = torch.softmax(torch.baddbmm(g.bias, q, k.transpose(1, 2), alpha=scaling), dim=-1)
+    p = torch.softmax(torch.baddbmm(g.bias, q, k.transpose(1, 2), alpha=scaling), dim=-1, dtype=torch.float32)
+    p = p.to(q.dtype)
     p = p.view(s_, kv, g.rows, blocks, BLOCK).permute(0, 3, 1, 2, 4).contiguous()  # [S, blocks, kv, R, BLOCK]
     outs = []
-    for j, slot in enumerate(
-        g.slots
-    ):  # a segment's value blocks are a view of its slot; blocks past it: zeros
-        nb = g.blocks[j]
+    for j, slot in enumerate(g.slots):  # one segment's value blocks are a view of its slot
+        nb = g.blocks[j]  # the group's blocks past this segment would add zeros
         o = torch.bmm(p[j, :nb].view(-1, g.rows, BLOCK), pool.v[layer][slot, :nb].view(-1, BLOCK, d))
         outs.append(o.view(nb, kv, g.rows, d).sum(0))  # the blocks added in order
     o = torch.stack(outs) if s_ > 1 else outs[0][None]
@@ -186,7 +184,7 @@ class Qwen3Step:
         ) if not ok]  # fmt: skip
         if problems:
             raise ValueError(f"the generation engine runs Qwen3 decoders only ({', '.join(problems)})")
-        self.torch, self.model = torch, model
+        self.torch, self.model = torch, model  # the model owns the weights used below
         base = model.model
         self.heads, self.kv = cfg.num_attention_heads, cfg.num_key_value_heads
         self.head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // self.heads
@@ -200,9 +198,9 @@ class Qwen3Step:
         self.rows = ROWS  # the engine raises it if this machine's kernels need more
 
     def _fuse(self, layer) -> dict:
-        """One layer's weights, q/k/v and gate/up each as one matrix (the same bits per output as apart,
-        tested), the per-head norm weights of q and k side by side. The module's parameters become views
-        of the fused matrices, so no weight is held twice."""
+        """One layer's weights: q/k/v and gate/up each as one matrix (fewer calls), the per-head norm
+        weights of q and k side by side. The modules' parameters become views of the fused matrices, so no
+        weight is held twice."""
         torch = self.torch
         a, m = layer.self_attn, layer.mlp
         out = {"ln1": layer.input_layernorm.weight, "ln2": layer.post_attention_layernorm.weight,
@@ -220,8 +218,8 @@ class Qwen3Step:
         return out
 
     def rms(self, x, weight):
-        """Qwen3RMSNorm (float32: torch's fused rms_norm, the same bits; the per-head weights of q and k are
-        [heads, d], applied after it)."""
+        """Qwen3RMSNorm (float32: torch's fused rms_norm; the per-head weights of q and k, [heads, d], are
+        applied after it)."""
         torch, f = self.torch, self.torch.nn.functional
         if x.dtype != torch.float32:
             h = x.to(torch.float32)

@@ -109,7 +109,10 @@ class TransformersBackend(_Serialized):
         self.lock = threading.Lock()
         self.engine = None
         self.generate_stats = {"calls": 0, "cpu_seconds": 0.0}
-        if kv_cache or batching:
+        if (kv_cache or batching) and self.device != "cpu":
+            log.warning("eval.kv_cache/eval.batching apply to CPU runs (on a GPU use eval.backend: vllm); "
+                        "one generate() per episode")  # fmt: skip
+        elif kv_cache or batching:
             from horizon.eval.engine import Engine
 
             try:
