@@ -103,7 +103,7 @@ def main() -> None:
     ap.add_argument("--results", type=Path, help="a demo results directory's parent (holds results/)")
     ap.add_argument("--models", default="single-K384,single-K640")
     ap.add_argument("--threads", type=int, default=1, help="torch threads (the demo's rollout jobs use 1)")
-    ap.add_argument("--concurrency", type=int, help="override eval.concurrency (the demo's: 3)")
+    ap.add_argument("--concurrency", type=int, help="override eval.concurrency (the demo's: 6)")
     ap.add_argument(
         "--rounds", type=int, default=1, help="run every model's pair this many times (noisy machines)"
     )
