@@ -6,10 +6,10 @@ through it. The in-process backend generates from our serializer's token ids; th
 sends those same token ids to an OpenAI-compatible *completions* endpoint (vLLM accepts a list of
 token ids as the prompt), so no server-side template is involved at all.
 
-- TransformersBackend: in-process generation on CPU or GPU (tests, the demo). By default through
-  horizon.eval.engine: each calling thread (one attempt at a time) keeps its conversation's KV cache
-  between episodes, and the threads of a job are batched together; `kv_cache=False, batching=False`
-  is the plain `generate` call per episode.
+- TransformersBackend: in-process generation on CPU or GPU (tests, the demo). On CPU by default
+  through horizon.eval.engine: each calling thread (one attempt at a time) keeps its conversation's
+  KV cache between episodes, and the threads of a job are batched together; `kv_cache=False,
+  batching=False` (and a GPU) is one plain `generate` call per episode.
 - CompletionsBackend: an OpenAI-compatible server (vLLM) at a base URL.
 - VLLMServer: starts `vllm serve <model dir>` on this job's GPU, waits for /health, and stops it
   (process group: SIGTERM, then SIGKILL) even when the job fails.
@@ -79,11 +79,12 @@ class _Serialized(Backend):
 class TransformersBackend(_Serialized):
     """In-process generation (CPU or one GPU).
 
-    kv_cache: each calling thread keeps its conversation's keys and values between calls and runs only
-    the tokens after the longest common prefix of its cache and the new prompt (an attempt runs in one
-    thread, so its episodes extend each other; a changed history falls back to the common prefix).
-    batching: the calls of all threads run in shared steps. Both change no output bit (engine.py); with
-    both off every call is one plain `generate` under a lock, as before they existed.
+    On CPU, kv_cache: each calling thread keeps its conversation's keys and values between calls and
+    runs only the tokens after the longest common prefix of its cache and the new prompt (an attempt
+    runs in one thread, so its episodes extend each other; a changed history falls back to the common
+    prefix). batching: the calls of all threads run in shared steps. Neither changes an output bit
+    (engine.py, kvstep.py). With both off, on a GPU, or for a model the engine cannot run, every call is
+    one plain `generate` under a lock, as before they existed.
     """
 
     def __init__(
