@@ -67,6 +67,7 @@ class AgentResult:
     summary_calls: int = 0
     summarizations: int = 0
     evidence: str | None = None  # why the sandbox or terminal failed, when it did
+    cache: dict | None = None  # the prompt cache's record (chat.count_cache)
 
 
 def scan_signatures(text: str, patterns: list[re.Pattern], episode: int) -> list[dict]:
@@ -230,6 +231,7 @@ class _Loop:
             u.summary_calls,
             u.summarizations,
         )
+        self.res.cache = u.cache
         return self.res
 
 

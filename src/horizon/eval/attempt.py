@@ -192,6 +192,7 @@ def run_attempt(
         policy=dict(ctx.policy), deviations=deviations(task, ctx.policy) or None, steps=step_records,
         timing={"start": round(clock["started"] - clock["t0"], 3), "agent": round(clock["agent"] - clock["started"], 3),
                 "grade": round(clock["graded"] - clock["agent"], 3), "teardown": round(end - clock["graded"], 3)},
+        cache=res.cache,
     )  # fmt: skip
     if transcript:
         write_json(transcript, {**record.to_dict(), "instruction": task.instruction, "messages": res.messages,

@@ -58,6 +58,29 @@ class Usage:
     summary_calls: int = 0
     summarizations: int = 0
     events: list[dict] = field(default_factory=list)
+    cache: dict | None = None  # see count_cache
+
+
+def count_cache(usage: Usage, comp: Completion, call: int) -> None:
+    """The prompt cache's record of an attempt, from what the backend says about each call after the first.
+
+    reused_tokens: prompt tokens served from the cache. hits: calls whose cache held the attempt's whole
+    previous context (only the new turns were encoded); misses: calls whose did not (a rewritten history,
+    a summary, reasoning dropped from the history, or an answer that re-encodes to other tokens: the
+    longest common prefix was reused). The first call is left out: what it finds cached depends on which
+    attempt ran before it, and the record stays reproducible. A backend that cannot tell hits from
+    misses (HTTP) records reused_tokens only.
+    """
+    if comp.cached_tokens is None:
+        return
+    c = usage.cache = usage.cache or {"reused_tokens": 0}
+    if comp.continued is not None:
+        c.setdefault("hits", 0)
+        c.setdefault("misses", 0)
+    if call > 0:
+        c["reused_tokens"] += comp.cached_tokens
+        if comp.continued is not None:
+            c["hits" if comp.continued else "misses"] += 1
 
 
 def episode_seed(*parts) -> int:
@@ -104,6 +127,7 @@ class Chat:
             timeout=max(1.0, self.deadline - time.monotonic()),
         )  # fmt: skip
         u = self.usage
+        count_cache(u, comp, u.calls)
         u.calls += 1
         u.summary_calls += summary
         u.prompt_tokens += comp.prompt_tokens

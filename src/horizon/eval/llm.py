@@ -6,7 +6,10 @@ through it. The in-process backend generates from our serializer's token ids; th
 sends those same token ids to an OpenAI-compatible *completions* endpoint (vLLM accepts a list of
 token ids as the prompt), so no server-side template is involved at all.
 
-- TransformersBackend: in-process generation on CPU or GPU (tests, the demo).
+- TransformersBackend: in-process generation on CPU or GPU (tests, the demo). On CPU by default
+  through horizon.eval.engine: each calling thread (one attempt at a time) keeps its conversation's
+  KV cache between episodes, and the threads of a job are batched together; `kv_cache=False,
+  batching=False` (and a GPU) is one plain `generate` call per episode.
 - CompletionsBackend: an OpenAI-compatible server (vLLM) at a base URL.
 - VLLMServer: starts `vllm serve <model dir>` on this job's GPU, waits for /health, and stops it
   (process group: SIGTERM, then SIGKILL) even when the job fails.
@@ -40,6 +43,8 @@ class Completion:
     prompt_tokens: int
     completion_tokens: int
     finish_reason: str = "stop"
+    cached_tokens: int | None = None  # prompt tokens served from a cache (None: the backend cannot tell)
+    continued: bool | None = None  # the cache held this caller's whole previous context (in-process only)
 
 
 class Backend:
@@ -72,7 +77,15 @@ class _Serialized(Backend):
 
 
 class TransformersBackend(_Serialized):
-    """In-process generation; calls are serialised (one model, CPU-bound), sandboxes overlap."""
+    """In-process generation (CPU or one GPU).
+
+    On CPU, kv_cache: each calling thread keeps its conversation's keys and values between calls and
+    runs only the tokens after the longest common prefix of its cache and the new prompt (an attempt
+    runs in one thread, so its episodes extend each other; a changed history falls back to the common
+    prefix). batching: the calls of all threads run in shared steps. Neither changes an output bit
+    (engine.py, kvstep.py). With both off, on a GPU, or for a model the engine cannot run, every call is
+    one plain `generate` under a lock, as before they existed.
+    """
 
     def __init__(
         self,
@@ -81,6 +94,8 @@ class TransformersBackend(_Serialized):
         temperature: float = 0.0,
         top_p: float = 1.0,
         device: str | None = None,
+        kv_cache: bool = True,
+        batching: bool = True,
     ):
         import torch
         from transformers import AutoModelForCausalLM
@@ -91,12 +106,52 @@ class TransformersBackend(_Serialized):
         dtype = torch.bfloat16 if self.device.startswith("cuda") else torch.float32
         self.model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=dtype).to(self.device).eval()
         self.temperature, self.top_p = temperature, top_p
+        self.kv_cache = kv_cache
         self.lock = threading.Lock()
+        self.engine = None
+        self.generate_stats = {"calls": 0, "cpu_seconds": 0.0}
+        if (kv_cache or batching) and self.device != "cpu":
+            log.warning("eval.kv_cache/eval.batching apply to CPU runs (on a GPU use eval.backend: vllm); "
+                        "one generate() per episode")  # fmt: skip
+        elif kv_cache or batching:
+            from horizon.eval.engine import Engine
+
+            try:
+                self.engine = Engine(self.model, self.im_end, batching=batching)
+            except ValueError as e:  # the same outputs, only slower: say so and go on
+                log.warning("%s: eval.kv_cache/eval.batching ignored, one generate() per episode", e)
+        self.sessions = threading.local()
 
     def complete(self, messages, seed, max_tokens, timeout=None) -> Completion:
-        torch = self.torch
+        """`timeout` is not applied in process: cutting a generation by the clock would make it irreproducible."""
         ids = self.prompt_ids(messages)
+        if self.engine is None:
+            new = self._generate(ids, seed, max_tokens)
+            reused, continued = None, None
+        else:
+            new, reused, continued = self._engine_generate(ids, seed, max_tokens)
+        finish = "length"
+        if self.im_end in new:
+            new = new[: new.index(self.im_end)]
+            finish = "stop"
+        text = self.tokenizer.decode(new, skip_special_tokens=False)
+        return Completion(text, len(ids), len(new) + (finish == "stop"), finish, reused, continued)
+
+    def _engine_generate(self, ids: list[int], seed: int, max_tokens: int) -> tuple[list[int], int, bool]:
+        from horizon.eval.engine import Request, Sampler
+
+        session = getattr(self.sessions, "session", None)
+        if session is None or not self.kv_cache:
+            session = self.sessions.session = self.engine.session()
+        sampler = Sampler(self.temperature, self.top_p, seed, self.device)
+        req = self.engine.run(Request(session, ids, max_tokens, sampler))
+        return req.out, req.reused, req.continued
+
+    def _generate(self, ids: list[int], seed: int, max_tokens: int) -> list[int]:
+        """One `generate` call (both switches off)."""
+        torch = self.torch
         with self.lock:
+            cpu = time.thread_time()
             torch.manual_seed(seed)
             x = torch.tensor([ids], device=self.device)
             kw = (
@@ -108,13 +163,16 @@ class TransformersBackend(_Serialized):
                 out = self.model.generate(
                     x, attention_mask=torch.ones_like(x), max_new_tokens=max_tokens, eos_token_id=self.im_end,
                     pad_token_id=self.tokenizer.pad_token_id, top_k=None, **kw)  # fmt: skip
-        new = out[0, len(ids) :].tolist()
-        finish = "length"
-        if self.im_end in new:
-            new = new[: new.index(self.im_end)]
-            finish = "stop"
-        text = self.tokenizer.decode(new, skip_special_tokens=False)
-        return Completion(text, len(ids), len(new) + (finish == "stop"), finish)
+            self.generate_stats["calls"] += 1
+            self.generate_stats["cpu_seconds"] += time.thread_time() - cpu
+        return out[0, len(ids) :].tolist()
+
+    def close(self) -> None:
+        if self.engine is not None:
+            self.engine.close()
+        elif self.generate_stats["calls"]:
+            log.info("generate(): %d calls, %.1f s CPU", self.generate_stats["calls"],
+                     self.generate_stats["cpu_seconds"])  # fmt: skip
 
 
 class CompletionsBackend(_Serialized):
@@ -166,11 +224,13 @@ class CompletionsBackend(_Serialized):
         if not out.choices:
             raise BackendError(f"{self.url}: the answer has no choices")
         usage = out.usage
+        details = getattr(usage, "prompt_tokens_details", None)  # vLLM with --enable-prompt-tokens-details
         return Completion(
             out.choices[0].text,
             usage.prompt_tokens if usage else len(ids),
             usage.completion_tokens if usage else 0,
             out.choices[0].finish_reason or "stop",
+            cached_tokens=getattr(details, "cached_tokens", None),
         )
 
     def close(self) -> None:
@@ -215,7 +275,13 @@ def free_port() -> int:
 
 
 class VLLMServer:
-    """`vllm serve` for one rollout job, on its GPU; always stopped, also when the job fails."""
+    """`vllm serve` for one rollout job, on its GPU; always stopped, also when the job fails.
+
+    Prefix caching is on by default (`prefix_caching`): an episode's token-id prompt extends the previous
+    episode's prompt and answer token for token (our serializer encodes turn by turn), so the server reuses
+    the KV blocks of the whole history instead of recomputing it; `--enable-prompt-tokens-details` makes it
+    report how many prompt tokens it served from the cache (the attempt records sum them).
+    """
 
     def __init__(
         self,
@@ -227,8 +293,10 @@ class VLLMServer:
         log_path: str | Path | None = None,
         startup_timeout: float = 1800,
         name: str = "horizon",
+        prefix_caching: bool = True,
     ):
         self.model_dir, self.context_length, self.seed = str(model_dir), context_length, seed
+        self.prefix_caching = prefix_caching
         self.extra, self.command, self.name = list(extra_args), list(command), name
         self.log_path = Path(log_path) if log_path else None
         self.startup_timeout = startup_timeout
@@ -237,9 +305,11 @@ class VLLMServer:
         self.base_url = f"http://127.0.0.1:{self.port}"
 
     def argv(self) -> list[str]:
+        caching = (["--enable-prefix-caching", "--enable-prompt-tokens-details"] if self.prefix_caching
+                   else ["--no-enable-prefix-caching"])  # fmt: skip
         return [*self.command, self.model_dir, "--host", "127.0.0.1", "--port", str(self.port),
                 "--served-model-name", self.name, "--max-model-len", str(self.context_length),
-                "--seed", str(self.seed), "--disable-log-requests", *self.extra]  # fmt: skip
+                "--seed", str(self.seed), "--disable-log-requests", *caching, *self.extra]  # fmt: skip
 
     def start(self) -> VLLMServer:
         out = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL

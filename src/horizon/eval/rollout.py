@@ -196,12 +196,15 @@ def make_backend(settings: EvalSettings, model_dir: str, tokenizer_dir: str, see
 
     s = settings.sampling
     if settings.backend == "transformers":
-        return TransformersBackend(model_dir, tokenizer_dir, s.temperature, s.top_p), None
+        backend = TransformersBackend(model_dir, tokenizer_dir, s.temperature, s.top_p,
+                                      kv_cache=settings.kv_cache, batching=settings.batching)  # fmt: skip
+        return backend, None
     if settings.backend == "openai":
         model = settings.endpoint_model or "horizon"
         return CompletionsBackend(settings.endpoint, tokenizer_dir, model, s.temperature, s.top_p), None
     server = VLLMServer(model_dir, settings.context_length, seed, settings.vllm_args, command=settings.vllm_command,
-                        log_path=(log_dir / "vllm.log") if log_dir else None)  # fmt: skip
+                        log_path=(log_dir / "vllm.log") if log_dir else None,
+                        prefix_caching=settings.vllm_prefix_caching)  # fmt: skip
     server.start()
     try:
         backend = CompletionsBackend(server.base_url, tokenizer_dir, server.name, s.temperature, s.top_p)

@@ -57,6 +57,9 @@ class EvalSettings:
     sampling: Sampling = field(default_factory=Sampling)
     vllm_command: tuple[str, ...] = ("vllm", "serve")
     vllm_args: tuple[str, ...] = ()
+    vllm_prefix_caching: bool = True
+    kv_cache: bool = True
+    batching: bool = True
     sandbox_options: Mapping = field(default_factory=dict)
     harbor: HarborSettings = field(default_factory=HarborSettings)
     reference_env: str | None = None  # where harbor lives (horizon.eval.reference.env_dir)
@@ -98,6 +101,7 @@ class Attempt:
     error_signatures: list[dict] = field(default_factory=list)
     transcript: str | None = None
     timing: dict | None = None
+    cache: dict | None = None  # the model's prompt cache: hits, misses, reused_tokens (backends that tell)
     error: str | None = None  # infra_error: what failed; harbor: the exception Harbor recorded, if any
     infra_tries: int | None = None  # infra_error only
     evidence: str | None = None  # why the sandbox side failed (which call, which limit, who ended it)
@@ -109,7 +113,7 @@ class Attempt:
 
     def to_dict(self) -> dict:
         out = asdict(self)
-        for key in ("error", "infra_tries", "timing", "evidence", "policy", "deviations", "steps", "sandbox"):
+        for key in ("error", "infra_tries", "timing", "cache", "evidence", "policy", "deviations", "steps", "sandbox"):
             if out[key] is None:
                 del out[key]
         return out

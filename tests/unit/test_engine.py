@@ -1,0 +1,282 @@
+"""The in-process generation engine: the KV cache and batching change no output bit, a rewritten history
+falls back to its common prefix, and the backend answers as one generate() call per episode does."""
+
+import threading
+
+import pytest
+import torch
+
+from horizon.eval.engine import Engine, Request, Sampler
+from horizon.eval.kvstep import Qwen3Step
+from horizon.eval.llm import TransformersBackend
+from tests.helpers import fixture_rows
+
+
+@pytest.fixture(scope="module")
+def model():
+    """A random-init Qwen3 of the demo's shape (no training needed to compare bits)."""
+    from transformers import AutoModelForCausalLM, Qwen3Config
+
+    torch.manual_seed(0)
+    cfg = Qwen3Config(vocab_size=1024, hidden_size=128, intermediate_size=384, num_hidden_layers=4,
+                      num_attention_heads=4, num_key_value_heads=2, head_dim=32, max_position_embeddings=4096,
+                      tie_word_embeddings=True)  # fmt: skip
+    return AutoModelForCausalLM.from_config(cfg).eval()
+
+
+@pytest.fixture
+def threads(request):
+    old = torch.get_num_threads()
+    torch.set_num_threads(request.param)
+    yield request.param
+    torch.set_num_threads(old)
+
+
+def tokens(n: int, seed: int) -> list[int]:
+    return torch.randint(3, 1024, (n,), generator=torch.Generator().manual_seed(seed)).tolist()
+
+
+def full_encode(engine: Engine, seq: list[int]):
+    """The logits after `seq` run in one piece in a fresh session (no cache, no company)."""
+    return engine.run_step([(engine.session(), seq)])[0]
+
+
+@pytest.mark.parametrize("threads", [1, 2], indirect=True)
+def test_logits_do_not_depend_on_cache_chunks_or_batch(model, threads):
+    """Four conversations of different lengths, run in random chunks (mostly one token, as when decoding)
+    and random company, give at every probe the same bits as a full re-encode of their prefix."""
+    engine = Engine(model, eos_token_id=-1)
+    seqs = [tokens(n, i) for i, n in enumerate((700, 131, 1100, 17))]
+    probes = [{1, 2, 129, 400, 700}, {16, 128, 131}, {300, 1024, 1100}, {1, 17}]
+    want = {(i, u): full_encode(engine, s[:u]) for i, s in enumerate(seqs) for u in probes[i]}
+    sessions = [engine.session() for _ in seqs]
+    fed, rng, checked = [0] * len(seqs), torch.Generator().manual_seed(5), 0
+    while any(fed[i] < len(s) for i, s in enumerate(seqs)):
+        step, who = [], []
+        for i, s in enumerate(seqs):
+            if fed[i] >= len(s) or torch.rand(1, generator=rng).item() < 0.3:
+                continue  # done, or sits this step out
+            n = (
+                1
+                if torch.rand(1, generator=rng).item() < 0.7
+                else int(torch.randint(2, 300, (1,), generator=rng))
+            )
+            n = min(n, min(u for u in probes[i] | {len(s)} if u > fed[i]) - fed[i])
+            step.append((sessions[i], s[fed[i] : fed[i] + n]))
+            who.append(i)
+            fed[i] += n
+        if not step:
+            continue
+        for i, logits in zip(who, engine.run_step(step)):
+            if fed[i] in probes[i]:
+                assert torch.equal(logits, want[(i, fed[i])]), (
+                    i,
+                    fed[i],
+                    (logits - want[(i, fed[i])]).abs().max(),
+                )
+                checked += 1
+    assert checked == sum(len(p) for p in probes)
+
+
+def test_engine_logits_are_the_models(model):
+    """The engine's hand-run decoder computes transformers' Qwen3 forward (eager attention)."""
+    engine = Engine(model, eos_token_id=-1)
+    seq = tokens(300, 9)
+    with torch.inference_mode():
+        ref = model(torch.tensor([seq])).logits[0, -1]
+    torch.testing.assert_close(full_encode(engine, seq), ref, atol=1e-5, rtol=1e-5)
+
+
+def in_threads(fn, n: int) -> list:
+    """fn(0..n-1), each in its own thread, at once; their results (an exception in one is raised here)."""
+    out, errors = [None] * n, []
+
+    def one(i):
+        try:
+            out[i] = fn(i)
+        except BaseException as e:  # noqa: BLE001 - re-raised in the test's thread
+            errors.append(e)
+
+    ts = [threading.Thread(target=one, args=(i,)) for i in range(n)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    if errors:
+        raise errors[0]
+    return out
+
+
+def run_requests(engine: Engine, prompts, seeds, temperature: float, parallel: bool) -> list[list[int]]:
+    def one(i):
+        return engine.run(Request(engine.session(), prompts[i], 40, Sampler(temperature, 0.9, seeds[i]))).out
+
+    return in_threads(one, len(prompts)) if parallel else [one(i) for i in range(len(prompts))]
+
+
+@pytest.mark.parametrize("temperature", [0.0, 0.6])
+def test_outputs_do_not_depend_on_batching(model, temperature):
+    """Six requests at once (batched, arriving in any order) sample what each samples alone."""
+    prompts, seeds = [tokens(n, 20 + n) for n in (5, 90, 400, 33, 250, 700)], [11, 12, 13, 14, 15, 16]
+    together = Engine(model, eos_token_id=-1)
+    alone = Engine(model, eos_token_id=-1, batching=False)
+    try:
+        assert run_requests(together, prompts, seeds, temperature, True) == run_requests(
+            alone, prompts, seeds, temperature, False
+        )
+        assert together.stats["sampled"] > together.stats["steps"]  # they did share steps
+    finally:
+        together.close()
+        alone.close()
+
+
+def test_a_rewritten_history_falls_back_to_the_common_prefix(model):
+    """A prompt that no longer extends the cache (an observation truncated in the middle) reuses only the
+    common prefix, is counted, and answers what a fresh session answers."""
+    engine = Engine(model, eos_token_id=-1)
+    try:
+        sess = engine.session()
+        first = engine.run(Request(sess, tokens(200, 1), 30, Sampler(0.6, 1.0, 3)))
+        assert first.reused == 0 and not first.continued
+        history = first.prompt + first.out[:-1]
+        assert sess.ids == history  # the last sampled token was never run
+        follow = engine.run(Request(sess, history + tokens(50, 2), 30, Sampler(0.6, 1.0, 4)))
+        assert follow.continued and follow.reused == len(history)
+        changed = follow.prompt[:120] + [7, 7, 7] + follow.prompt[125:]
+        miss = engine.run(Request(sess, changed, 30, Sampler(0.6, 1.0, 5)))
+        assert not miss.continued and miss.reused == 120
+        fresh = engine.run(Request(engine.session(), changed, 30, Sampler(0.6, 1.0, 5)))
+        assert fresh.reused == 0 and miss.out == fresh.out
+    finally:
+        engine.close()
+
+
+def conversations():
+    """The fixture conversations cut after a user turn, of different lengths."""
+    out = []
+    for row in fixture_rows():
+        conv = row["conversations"]
+        out.append(conv[: 1 + 2 * (len(out) % 3)])
+    return out
+
+
+def talk(backend, conv, seed, episodes=3):
+    msgs, answers = list(conv), []
+    for ep in range(episodes):
+        c = backend.complete(msgs, seed=seed + ep, max_tokens=24)
+        answers.append(c.text)
+        msgs += [
+            {"role": "assistant", "content": c.text},
+            {"role": "user", "content": f"New Terminal Output:\n{ep}"},
+        ]
+    return answers
+
+
+@pytest.mark.parametrize("temperature", [0.0, 0.6])
+def test_backend_answers_as_one_generate_per_episode(tiny_corpus, temperature):
+    """Several concurrent multi-episode conversations of different lengths, through the KV cache and
+    batching, answer as the sequential generate() path does. Greedy: the tokens are the same unless two
+    logits tie within a rounding error; sampled: each draw also comes from the same generator stream."""
+    student = tiny_corpus / "student"
+    plain = TransformersBackend(student, student, temperature=temperature, kv_cache=False, batching=False)
+    fast = TransformersBackend(student, student, temperature=temperature)
+    assert plain.engine is None and fast.engine is not None
+    convs = conversations()
+    want = [talk(plain, c, 100 * i) for i, c in enumerate(convs)]
+    got = in_threads(lambda i: talk(fast, convs[i], 100 * i), len(convs))
+    fast.close()
+    assert len(convs) == 3 and got == want
+    assert fast.engine.stats["reused_tokens"] > 0
+
+
+def test_backend_reports_the_cache_per_call(tiny_corpus):
+    student = tiny_corpus / "student"
+    b = TransformersBackend(student, student, temperature=0.0)
+    conv = conversations()[1]
+    first = b.complete(conv, seed=0, max_tokens=8)
+    assert first.cached_tokens == 0 and first.continued is False
+    again = b.complete(conv, seed=0, max_tokens=8)  # the same prompt: all but its last token reused
+    assert again.cached_tokens == first.prompt_tokens - 1 and again.text == first.text
+    b.close()
+
+
+def test_a_failing_engine_raises_in_the_caller(model, monkeypatch):
+    engine = Engine(model, eos_token_id=-1)
+
+    def broken(*a, **k):
+        raise RuntimeError("kaput")
+
+    monkeypatch.setattr(Qwen3Step, "__call__", broken)
+    with pytest.raises(RuntimeError, match="generation engine failed") as e:
+        engine.run(Request(engine.session(), tokens(10, 0), 5, Sampler(0.0, 1.0, 0)))
+    assert "kaput" in str(e.value.__cause__)
+    with pytest.raises(RuntimeError, match="failed earlier"):
+        engine.run(Request(engine.session(), tokens(10, 0), 5, Sampler(0.0, 1.0, 0)))
+
+
+def test_sessions_of_finished_threads_give_their_slot_back(model):
+    backend_like = Engine(model, eos_token_id=-1)
+    local = threading.local()
+
+    def attempt():
+        local.s = getattr(local, "s", None) or backend_like.session()
+        backend_like.run(Request(local.s, tokens(20, 1), 3, Sampler(0.0, 1.0, 0)))
+
+    for _ in range(4):  # four waves of two threads (as successive rollout jobs in one process)
+        in_threads(lambda i: attempt(), 2)
+    backend_like.close()
+    assert backend_like.pool.slots <= 3
+
+
+def test_a_model_the_engine_cannot_run_falls_back_to_generate(tmp_path, tiny_corpus, caplog):
+    from transformers import AutoModelForCausalLM, LlamaConfig
+
+    cfg = LlamaConfig(vocab_size=400, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512)  # fmt: skip
+    AutoModelForCausalLM.from_config(cfg).save_pretrained(tmp_path / "llama")
+    student = tiny_corpus / "student"
+    b = TransformersBackend(tmp_path / "llama", student, temperature=0.0)
+    assert b.engine is None and "runs Qwen3 decoders only" in caplog.text
+    assert b.complete(conversations()[0], seed=0, max_tokens=4).completion_tokens > 0
+
+
+def test_a_machine_whose_kernels_are_not_batch_invariant_gets_plain_generate(
+    tiny_corpus, monkeypatch, caplog
+):
+    """The engine checks at start that a decoded token gets the bits of a full re-encode; where the bits
+    depend on the batch (simulated: logits nudged by the step's row count), it is not used."""
+    step = Qwen3Step.__call__
+
+    def batch_dependent(self, ids, plan, last_rows):
+        return step(self, ids, plan, last_rows) + 1e-7 * len(ids)
+
+    monkeypatch.setattr(Qwen3Step, "__call__", batch_dependent)
+    student = tiny_corpus / "student"
+    b = TransformersBackend(student, student, temperature=0.0)
+    assert b.engine is None and "not batch invariant on this machine" in caplog.text
+
+
+def test_a_summarised_history_falls_back_cleanly(tiny_corpus):
+    """As when the agent loop summarises its history between episodes (a summary call, then a shorter,
+    rewritten conversation): the call after it reuses only what is still common, says so, and answers
+    what a backend without any cache answers."""
+    student = tiny_corpus / "student"
+    fast = TransformersBackend(student, student, temperature=0.6)
+    plain = TransformersBackend(student, student, temperature=0.6, kv_cache=False, batching=False)
+
+    def episodes(backend):
+        msgs, outs = list(conversations()[2]), []
+        outs.append(backend.complete(msgs, seed=5, max_tokens=16))
+        msgs += [{"role": "assistant", "content": outs[-1].text}, {"role": "user", "content": "Summarise."}]
+        outs.append(backend.complete(msgs, seed=6, max_tokens=16))
+        rewritten = [
+            msgs[0],
+            {"role": "user", "content": f"Summary: {outs[-1].text}\nNew Terminal Output:\n$"},
+        ]
+        outs.append(backend.complete(rewritten, seed=7, max_tokens=16))
+        return outs
+
+    got, want = episodes(fast), episodes(plain)
+    fast.close()
+    assert [c.text for c in got] == [c.text for c in want]
+    assert not got[2].continued and 0 < got[2].cached_tokens < got[1].prompt_tokens  # kept the first turn
