@@ -131,7 +131,9 @@ def test_zero3_chunked_loss_equals_the_plain_loss(tiny_corpus, tmp_path):
     """Two ranks under ZeRO-3 (partitioned, tied LM-head weight): five steps, the plain path's losses."""
     runs = {}
     for kind in ("plain", "chunked"):
-        train = train_cfg(deepspeed="zero3", cpu_processes=2, epochs=5, loss=kind, loss_chunk=64)
+        train = train_cfg(
+            deepspeed="zero3", cpu_processes=2, epochs=5, loss=kind, loss_chunk=64, global_batch=2
+        )
         train_model(spec(tiny_corpus, tmp_path, f"z3-{kind}", train=train), threads=2)
         runs[kind] = losses(tmp_path / "models" / f"z3-{kind}")
         args = json.loads((tmp_path / "models" / f"z3-{kind}" / "training_args.json").read_text())

@@ -147,7 +147,8 @@ def test_data_and_training_rules_through_the_slurm_executor(slurm, tmp_path, too
     job = subprocess.run(
         ["scontrol", "show", "job", train_job], capture_output=True, text=True, check=True
     ).stdout
-    assert "gres/gpu=1" in job or "gres/gpu:1" in job, job
+    # (slurm versions print it as the allocated TRES, gres/gpu=1, or as the per-node request, gres:gpu:1)
+    assert any(f in job for f in ("gres/gpu=1", "gres/gpu:1", "TresPerNode=gres:gpu:1")), job
     # the same target with --cores 2 in a fresh directory, for the closing note's comparison
     local = tmp_path / "local"
     local.mkdir()

@@ -124,7 +124,8 @@ def test_scripted_judge_verdicts_malformed_answers_and_rate_limits(tmp_path):
     assert len(once) == 2 and once[0].startswith("Scores: adaptability four")
     assert rows["always"]["attempts"] == 3 and "is not an integer in 1..5" in rows["always"]["detail"]
     requests = [json.loads(line) for line in log.read_text().splitlines()]
-    assert [r["status"] for r in requests[:3]] == [429] * 3  # retried by the client, none lost
+    # three refusals (logged as the concurrent requests end, in any order), retried by the client, none lost
+    assert sum(r["status"] == 429 for r in requests) == 3
     assert sum(r["status"] == 200 for r in requests) == stats["answers"] == 1 + 1 + 1 + 2 + 3 + 3
     assert stats["kept"] == 2 and stats["removed"] == {"judge_below_threshold": 1, "refusal": 1,
                                                        "unjudged_malformed": 1, "unjudged_judge_refused": 1}  # fmt: skip
