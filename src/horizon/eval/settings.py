@@ -113,7 +113,17 @@ class Attempt:
 
     def to_dict(self) -> dict:
         out = asdict(self)
-        for key in ("error", "infra_tries", "timing", "cache", "evidence", "policy", "deviations", "steps", "sandbox"):
+        for key in (
+            "error",
+            "infra_tries",
+            "timing",
+            "cache",
+            "evidence",
+            "policy",
+            "deviations",
+            "steps",
+            "sandbox",
+        ):
             if out[key] is None:
                 del out[key]
         return out
