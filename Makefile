@@ -77,7 +77,7 @@ demo-variants: demo
 
 # every engine must run here: a missing one fails its tests instead of skipping them
 test: setup engines refenv
-	HORIZON_REQUIRE_ENGINES=1 $(BIN)/python -m pytest $(PYTEST_ARGS)
+	HORIZON_REQUIRE_ENGINES=1 $(BIN)/python -m pytest --durations=25 $(PYTEST_ARGS)
 
 check: setup lint
 	$(BIN)/python -m pytest -q -m "not engine and not slow" tests/unit tests/dag $(PYTEST_ARGS)

@@ -164,8 +164,8 @@ def test_paper_grid_with_dmpo_enabled_lists_the_extra_jobs(tmp_path, profile):
     out = snakemake([*profile, "--configfile", str(path), "-n", "-q", "rules"], cwd=REPO).stdout
     counts = job_counts(out)
     assert counts == expected_counts(hc.validate(raw))
-    # 8 preference rollout shards, pairs, reference, the DMPO run, and 2 benchmarks x 4 repeats of its rollouts
-    assert counts["dmpo_rollout"] == 8 and counts["dmpo_train"] == 1 and counts["rollout"] == 26 * 2 * 4
+    # 8 preference rollout shards, pairs, reference, the DMPO run, and 3 benchmarks x 4 repeats of its rollouts
+    assert counts["dmpo_rollout"] == 8 and counts["dmpo_train"] == 1 and counts["rollout"] == 26 * 3 * 4
 
 
 def test_dry_run_of_another_grid(tmp_path):

@@ -23,4 +23,5 @@ def test_harbor_engine_slurm_dry_run_lists_the_same_jobs(tmp_path):
         tmp_path,
         "harbor",
     )
-    assert theirs == ours and ours[0]["rollout"] == 25 * 4  # 25 models x 1 benchmark x 4 repeats
+    # 25 models x 2 Harbor-format benchmarks (TB2.0, TBLite) x 4 repeats
+    assert theirs == ours and ours[0]["rollout"] == 25 * 2 * 4

@@ -110,9 +110,9 @@ def test_each_episode_prompt_extends_the_previous_prompt_and_answer(
     server = fake_server(tmp_path, monkeypatch, answers=tmp_path / "answers.json",
                          tokenizer=tiny_tokenizer_dir / "tokenizer.json")  # fmt: skip
     turns = [
-        template.after("observation", output="total 0\n\n  drwxr-xr-x 2 root root 40 .\n\n"),
-        template.after("parse_error", error="ERROR: no JSON object found"),
-        template.after("confirm", output="  größe: 3 kB\t(ok)\n"),
+        template.render("observation", output="total 0\n\n  drwxr-xr-x 2 root root 40 .\n\n"),
+        template.render("parse_error", error="ERROR: no JSON object found"),
+        template.render("confirm", output="  größe: 3 kB\t(ok)\n"),
     ]
     with server:
         backend = CompletionsBackend(server.base_url, tiny_tokenizer_dir, model=server.name)
