@@ -20,8 +20,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from horizon.data.tokens import TOKENS_SCHEMA
-from horizon.train.examples import TrainSpec
-from horizon.train.launch import check_batch, launch_command, prepare, train_model, worker_env
+from horizon.train.examples import TrainSpec, build_examples
+from horizon.train.launch import check_batch, launch_command, save_spec, train_model, worker_env
 from tests.e2e.test_training import losses, train_cfg
 
 pytestmark = pytest.mark.slow
@@ -81,7 +81,8 @@ def run_two_nodes(spec: TrainSpec, tmp_path) -> None:
     }
     env = {**os.environ, **job}
     assert check_batch(spec, env, gpus=0) == 2  # 2 nodes x 1 process x batch 1: accumulation 2
-    spec_path = prepare(spec)
+    build_examples(spec)
+    spec_path = save_spec(spec)
     cmd = launch_command(str(spec_path), env, gpus=0, cpu_processes=1)
     assert cmd[0] == "srun" and "--nnodes=2" in cmd and "--rdzv-backend=c10d" in cmd
     node_cmd = cmd[cmd.index(sys.executable) :]  # what srun starts on every node
