@@ -196,3 +196,30 @@ def _write_teacher(done: dict, out: Path, price: dict) -> dict:
             f"collect: the teacher solved none of {usage['attempts']} attempts (see {out.stem}.usage.json)"
         )
     return usage
+
+
+def collect_with_teacher(c: dict, tasks_json, template_path, out_path, sandbox: str, options: dict, seed: int,
+                         log_path=None) -> dict:  # fmt: skip
+    """corpus.collect with a `teacher`: its endpoint, or `vllm serve` of its local model for the run."""
+    import os
+
+    from horizon.eval.llm import ChatBackend, VLLMServer
+
+    t = c["teacher"]
+    agent = AgentConfig(max_episodes=t["max_episodes"], context_length=t["context_length"],
+                        max_tokens=t["max_tokens"])  # fmt: skip
+
+    def run(url: str) -> dict:
+        backend = ChatBackend(url, t["model"], t["temperature"], t["top_p"], os.environ.get(t["api_key_env"]),
+                              t["max_retries"], t["tokenizer"], t["timeout_s"])  # fmt: skip
+        try:
+            return collect_teacher(tasks_json, template_path, out_path, backend, t["model"], c["variants"], sandbox,
+                                   c["concurrency"], seed, options, agent, t["price"])  # fmt: skip
+        finally:
+            backend.close()
+
+    if t["endpoint"]:
+        return run(t["endpoint"])
+    log_file = Path(log_path).with_suffix(".vllm.log") if log_path else None
+    with VLLMServer(t["vllm_model"], t["context_length"], seed, name=t["model"], log_path=log_file) as server:
+        return run(server.base_url)
