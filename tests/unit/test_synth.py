@@ -107,3 +107,19 @@ def test_endpoint_down_is_a_named_error_and_nothing_is_journaled(tmp_path):
             synthesize(seeds, backend, backend, SynthSettings("author", "author"), PROMPTS, tmp_path,
                        concurrency=1)  # fmt: skip
     assert not (tmp_path / "synth.partial.jsonl").exists() and not (tmp_path / "tasks.json").exists()
+
+
+def test_chat_backend_reasoning_usage_and_context_overflow():
+    task = [{"role": "user", "content": "Task Description:\nCount the words in /app/input.txt and write the number "
+             "alone on one line to /app/count.txt.\n"}]  # fmt: skip
+    with scripted_synth_server("--reasoning", "--context-limit", 2000) as url:
+        backend = ChatBackend(url, "teacher")
+        out = backend.complete(task, seed=1, max_tokens=256)
+        assert out.text.startswith("<think>\nscripted teacher\n</think>\n\n{") and out.finish_reason == "stop"
+        assert '"keystrokes": "wc -w < /app/input.txt' in out.text
+        assert (
+            out.prompt_tokens == len(task[0]["content"]) // 4 and out.completion_tokens > 0
+        )  # the server's usage
+        long = [{"role": "user", "content": "x" * 3000}]
+        assert backend.complete(long, seed=1, max_tokens=256).finish_reason == "context_length"
+        assert backend.prompt_tokens(long) == 3000 // 3 + 4  # no tokenizer given: 3 characters a token
