@@ -5,6 +5,7 @@ kept at once, a broken Dockerfile (build), a wrong solution (round trip), tests 
 (attack), a review that changes a test (kept after a round), an answer that is not files."""
 
 import json
+import sys
 
 import pytest
 
@@ -15,7 +16,7 @@ from horizon.eval.collect import collect_teacher
 from horizon.eval.llm import ChatBackend
 from horizon.eval.tasks import read_manifest
 from horizon.synth.cascade import SynthSettings
-from horizon.synth.run import synthesize
+from horizon.synth.run import SynthError, synthesize
 from horizon.synth.seeds import load_seeds
 from tests.helpers import FIXTURES, REPO, scripted_synth_server
 
@@ -87,3 +88,52 @@ def test_seeds_to_verified_tasks_to_a_corpus(tools, tmp_path):
     )
     # both attempts of the deterministic FAKE teacher are the same conversation: kept once
     assert (st["completed"], st["duplicates"], st["quarantined"]) == (1, 1, {})
+
+
+def test_an_endpoint_that_dies_mid_run_resumes_without_asking_finished_seeds_again(tools, tmp_path):
+    seeds = load_seeds(FIXTURES / "synth" / "seeds.jsonl", None, min_score=5)
+    settings = SynthSettings("author", "reviewer")
+    out, log = tmp_path / "synth", tmp_path / "server.jsonl"
+
+    def run(url):
+        backend = ChatBackend(url, "author", retries=0)
+        return synthesize(
+            seeds, backend, backend, settings, PROMPTS, out, "local", {"toolchain": tools}, concurrency=1
+        )
+
+    with scripted_synth_server("--die-after", 9, log=log) as url, pytest.raises(SynthError) as e:
+        run(url)
+    finished = lines(out / "synth.partial.jsonl")
+    assert f"{len(finished)} of 6 seeds are finished" in str(e.value) and 1 <= len(finished) < 6
+    asked = len(lines(log))
+    with scripted_synth_server(log=log) as url:
+        stats = run(url)
+    assert stats["kept"] == 2 and stats["processed"] == 6
+    again = {r["seed"] for r in lines(log)[asked:]}
+    assert again.isdisjoint(r["seed"] for r in finished)  # no finished seed asked again
+
+
+def test_a_local_teacher_served_by_vllm_collects_through_the_chat_route(tools, tmp_path, monkeypatch):
+    """`collect.teacher.vllm_model`: a FAKE `vllm serve` (tests/fixtures/fake_vllm.py; no GPU here) started
+    for the collection, answering the chat route; stopped after it."""
+    from horizon.eval.collect import collect_with_teacher
+    from horizon.eval.tasks import write_manifest
+
+    write_manifest(REPO / "demo" / "tasks", "harbor", tmp_path / "tasks.json", only=["sort-names"])
+    solve = {"analysis": "a", "plan": "p", "commands": [{"keystrokes": "sort -u names.txt > sorted.txt\n",
+             "duration": 0.1}], "task_complete": False}  # fmt: skip
+    done = {"analysis": "done", "plan": "", "commands": [], "task_complete": True}
+    script = {"tasks": [{"match": "Sort the names", "answers": [json.dumps(solve), json.dumps(done)]}]}
+    (tmp_path / "script.json").write_text(json.dumps(script))
+    monkeypatch.setenv("FAKE_VLLM_SCRIPT", str(tmp_path / "script.json"))
+    monkeypatch.setenv("FAKE_VLLM_LOG", str(tmp_path / "requests.jsonl"))
+    teacher = {"endpoint": None, "vllm_model": "/models/teacher", "model": "teacher", "api_key_env": "NONE",
+               "temperature": 0.7, "top_p": 1.0, "max_tokens": 512, "context_length": 8192, "max_episodes": 6,
+               "max_retries": 0, "timeout_s": 60, "tokenizer": None, "price": {}}  # fmt: skip
+    c = {"variants": 2, "concurrency": 2, "teacher": teacher}
+    usage = collect_with_teacher(c, tmp_path / "tasks.json", REPO / "demo" / "prompt.yaml", tmp_path / "c.jsonl",
+                                 "local", {"toolchain": tools}, 0,
+                                 vllm_command=[sys.executable, str(FIXTURES / "fake_vllm.py"), "serve"])  # fmt: skip
+    assert (usage["successes"], usage["failures"]) == (2, 0)
+    assert {json.loads(x)["path"] for x in (tmp_path / "requests.jsonl").read_text().splitlines()} == {
+        "/v1/chat/completions"}  # fmt: skip

@@ -199,7 +199,7 @@ def _write_teacher(done: dict, out: Path, price: dict) -> dict:
 
 
 def collect_with_teacher(c: dict, tasks_json, template_path, out_path, sandbox: str, options: dict, seed: int,
-                         log_path=None) -> dict:  # fmt: skip
+                         log_path=None, vllm_command=("vllm", "serve")) -> dict:  # fmt: skip
     """corpus.collect with a `teacher`: its endpoint, or `vllm serve` of its local model for the run."""
     import os
 
@@ -221,5 +221,6 @@ def collect_with_teacher(c: dict, tasks_json, template_path, out_path, sandbox: 
     if t["endpoint"]:
         return run(t["endpoint"])
     log_file = Path(log_path).with_suffix(".vllm.log") if log_path else None
-    with VLLMServer(t["vllm_model"], t["context_length"], seed, name=t["model"], log_path=log_file) as server:
+    with VLLMServer(t["vllm_model"], t["context_length"], seed, command=vllm_command, name=t["model"],
+                    log_path=log_file) as server:  # fmt: skip
         return run(server.base_url)
