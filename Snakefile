@@ -16,6 +16,7 @@ if not workflow.overwrite_configfiles:
 
 
 include: "workflow/rules/common.smk"
+include: "workflow/rules/synth.smk"
 include: "workflow/rules/corpus.smk"
 include: "workflow/rules/filters.smk"
 include: "workflow/rules/tokens.smk"

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import yaml
@@ -134,3 +137,27 @@ def scripted_answers() -> dict:
             {"match": "number of words in /app/poem.txt", "answers": [ans("wc -l < /app/poem.txt > /app/words.txt\n"), *done]},
         ]
     }  # fmt: skip
+
+
+@contextlib.contextmanager
+def scripted_synth_server(*args, log=None):
+    """The SCRIPTED synthesis server (tests/fixtures/scripted_synth.py: a FAKE author, reviewer and teacher)
+    in its own process; yields its base URL."""
+    from horizon.eval.llm import free_port
+
+    port = free_port()
+    cmd = [sys.executable, str(FIXTURES / "scripted_synth.py"), "--port", str(port), *map(str, args)]
+    proc = subprocess.Popen([*cmd, *(["--log", str(log)] if log else [])])
+    deadline = time.time() + 20
+    while True:
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.2):
+            break
+        if time.time() > deadline or proc.poll() is not None:
+            proc.kill()
+            raise RuntimeError("the scripted synthesis server did not start")
+        time.sleep(0.05)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        proc.kill()
+        proc.wait()

@@ -111,16 +111,26 @@ def check_grid(cfg: Mapping) -> None:
     check_sources(cfg)
     for key, spec in source_specs(cfg).items():
         collect = spec.get("collect")
-        if collect and collect["tasks"] not in ev["benchmarks"]:
+        if collect and collect["tasks"] == "synth" and not cfg["synth"]["enabled"]:
+            raise ConfigError(
+                f"config key {key}.collect.tasks: `synth` needs synth.enabled (the synthesized tasks)"
+            )
+        if collect and collect["tasks"] not in [*ev["benchmarks"], "synth"]:
             raise ConfigError(
                 f"config key {key}.collect.tasks: {collect['tasks']!r} is not a benchmark "
-                f"(allowed: {_allowed(ev['benchmarks'])})"
+                f"(allowed: {_allowed([*ev['benchmarks'], 'synth'])})"
+            )
+        teacher = (collect or {}).get("teacher")
+        if teacher and bool(teacher["endpoint"]) == bool(teacher["vllm_model"]):
+            raise ConfigError(
+                f"config key {key}.collect.teacher: give exactly one of `endpoint` or `vllm_model`"
             )
         if collect and not ev["prompt_template"]:
             raise ConfigError(
                 f"config key eval.prompt_template: required with {key}.collect (the corpus does not exist yet)"
             )
     check_hygiene(cfg)
+    _check_synth(cfg)
     if ev["context"] == "summarize" and ev["summarize_threshold"] >= ev["context_length"]:
         raise ConfigError(
             f"config key eval.summarize_threshold: {ev['summarize_threshold']} is not below eval.context_length "
@@ -335,4 +345,17 @@ def _check_dmpo(cfg: Mapping) -> None:
             raise ConfigError(
                 f"config key dmpo.tasks: {tasks.get('path') or tasks.get('hf')} is the evaluated benchmark "
                 f"{name!r}; DMPO trains on a task set kept apart from every benchmark"
+            )
+
+
+def _check_synth(cfg: Mapping) -> None:
+    sy = cfg["synth"]
+    if not sy["enabled"]:
+        return
+    if not sy["seeds"] and not sy["domains"]:
+        raise ConfigError("config key synth.seeds: give a seeds file or synth.domains (with synth.enabled)")
+    for k in ("endpoint", "model"):
+        if not sy[k]:
+            raise ConfigError(
+                f"config key synth.{k}: required with synth.enabled (the author's OpenAI-compatible API)"
             )

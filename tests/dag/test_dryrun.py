@@ -245,3 +245,26 @@ def test_bad_config_fails_at_parse_time_naming_the_key(tmp_path):
         "refine.selections[0]: 'best' is not allowed (allowed: top, bottom, random, tor-top, tor-bottom)"
         in proc.stdout + proc.stderr
     )
+
+
+def test_synth_config_is_one_dag_from_seeds_to_the_tables(tmp_path):
+    import yaml
+
+    raw = yaml.safe_load((REPO / "synth" / "config.yaml").read_text())
+    raw["synth"]["seeds"] = str(REPO / raw["synth"]["seeds"])
+    raw["eval"]["benchmarks"]["demo"]["path"] = str(REPO / "demo" / "tasks")
+    raw["eval"]["prompt_template"] = str(REPO / "demo" / "prompt.yaml")
+    path = write_config(tmp_path / "synth.yaml", raw)
+    args = ["--configfile", str(path), *in_empty_dir(tmp_path), "-n"]
+    counts = job_counts(snakemake([*args, "-q", "rules"], cwd=REPO).stdout)
+    # seeds -> tasks -> the teacher's corpus -> the study, one job each up to the corpus
+    assert (counts["synth"], counts["collect_corpus"], counts["normalize"], counts["table_reliability"]) == (
+        1,
+        1,
+        1,
+        1,
+    )
+    assert "benchmark/synth" not in snakemake(args, cwd=REPO).stdout  # the tasks come from the synth rule
+    paper = job_counts(snakemake(["--configfile", str(REPO / "config.yaml"), *in_empty_dir(tmp_path), "-n", "-q",
+                                  "rules"], cwd=REPO).stdout)  # fmt: skip
+    assert "synth" not in paper and "collect_corpus" not in paper  # off by default

@@ -201,3 +201,30 @@ def test_bad_dmpo_config_fails_naming_the_key(dmpo, message):
     with pytest.raises(hc.ConfigError, match="config key dmpo") as e:
         hc.validate(cfg)
     assert message in str(e.value)
+
+
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ({"synth": {"enabled": True, "endpoint": "http://x/v1", "model": "m"}}, "synth.seeds: give a seeds file"),
+        ({"synth": {"enabled": True, "domains": {"text": 2}, "model": "m"}}, "synth.endpoint: required"),
+        ({"corpus": {"collect": {"tasks": "synth"}}}, "collect.tasks: `synth` needs synth.enabled"),
+        ({"corpus": {"collect": {"tasks": "nope"}}}, "'nope' is not a benchmark"),
+        ({"corpus": {"collect": {"tasks": "terminal-bench-2", "teacher": {"model": "t"}}}},
+         "collect.teacher: give exactly one of `endpoint` or `vllm_model`"),
+        ({"synth": {"domains": {"text": 0}}}, "synth.domains.text"),
+    ],
+)  # fmt: skip
+def test_bad_synth_and_teacher_config_fails_naming_the_key(override, message):
+    with pytest.raises(hc.ConfigError) as e:
+        hc.validate(deep_update(raw_paper(), override))
+    assert message in str(e.value)
+
+
+def test_synth_example_validates_and_is_off_in_the_paper_grid():
+    assert not PAPER["synth"]["enabled"] and PAPER["synth"]["review_rounds"] == 1
+    cfg = hc.load(REPO / "synth" / "config.yaml")
+    assert cfg["synth"]["enabled"] and cfg["corpus"]["collect"]["teacher"]["price"] == {
+        "input": 0.5,
+        "output": 2.0,
+    }

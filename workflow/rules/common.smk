@@ -44,6 +44,9 @@ FILTERS_ON = (
 )
 DECONTAM_BENCHES = list(DECONTAM["benchmarks"] or G.benches)
 JUDGE_RUBRIC = JUDGE["rubric"] or f"{workflow.basedir}/workflow/judge/rubric.yaml"
+SYNTH = config["synth"]
+SYNTH_PROMPTS = SYNTH["prompts"] or f"{workflow.basedir}/workflow/synth/prompts"
+SYNTH_PROMPT_FILES = sorted(str(p) for p in Path(SYNTH_PROMPTS).glob("*.j2"))
 
 
 # the grid's own names, exactly: for paths that join two names with "-" (a source name may hold one)
@@ -144,6 +147,13 @@ def common_tasks_input():
 
 def student_build_output():
     return config["student"]["model"] if config["student"].get("build") else []
+
+
+def collect_tasks(collect):
+    """The task manifest a collection solves: a benchmark's, or the synthesized tasks'."""
+    if collect["tasks"] == "synth":
+        return f"{R}/synth/tasks.json"
+    return f"{R}/benchmarks/{collect['tasks']}/tasks.json"
 
 
 def corpus_source_input(src=None):

@@ -79,8 +79,8 @@ if config["student"].get("build"):
             f"{SCRIPTS}/build_student.py"
 
 
-# The demo's corpora: the scripted teacher solves the bundled tasks through the real harness, one
-# rule per collected source (collect_corpus for the study's corpus, collect_corpus_<name> for another).
+# Collected corpora: the scripted teacher solves the bundled tasks (the demo), or a real teacher solves
+# them or the synthesized tasks (corpus.collect.teacher), through the real harness; one rule per collected source (collect_corpus for the study's corpus, collect_corpus_<name> for another).
 for _src in SOURCES:
     _collect = spec(_src).get("collect")
     if not _collect:
@@ -90,7 +90,7 @@ for _src in SOURCES:
         name:
             "collect_corpus" if _src == SOURCES[0] else f"collect_corpus_{_src.replace('-', '_')}"
         input:
-            tasks=f"{R}/benchmarks/{_collect['tasks']}/tasks.json",
+            tasks=collect_tasks(_collect),
             template=prompt_template() if config["eval"]["prompt_template"] else [],
         output:
             spec(_src)["source"],

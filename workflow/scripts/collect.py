@@ -1,18 +1,31 @@
-from horizon.eval.collect import collect
+from horizon.eval.collect import collect, collect_with_teacher
 from horizon.eval.sandbox import toolchain
 from horizon.io import setup_logging
 
 setup_logging(snakemake.log[0])
 c = snakemake.params.collect
 with toolchain.temporary() as tools:
-    collect(
-        tasks_json=snakemake.input.tasks,
-        template_path=snakemake.input.template,
-        out_path=snakemake.output[0],
-        variants=c["variants"],
-        sandbox=snakemake.params.sandbox,
-        concurrency=c["concurrency"],
-        seed=snakemake.params.seed,
-        sandbox_options={"toolchain": tools, **snakemake.params.options},
-        style=c["style"],
-    )
+    options = {"toolchain": tools, **snakemake.params.options}
+    if c.get("teacher"):  # a real teacher (an OpenAI-compatible chat endpoint, or vllm serve)
+        collect_with_teacher(
+            c,
+            snakemake.input.tasks,
+            snakemake.input.template,
+            snakemake.output[0],
+            snakemake.params.sandbox,
+            options,
+            snakemake.params.seed,
+            snakemake.log[0],
+        )
+    else:
+        collect(
+            tasks_json=snakemake.input.tasks,
+            template_path=snakemake.input.template,
+            out_path=snakemake.output[0],
+            variants=c["variants"],
+            sandbox=snakemake.params.sandbox,
+            concurrency=c["concurrency"],
+            seed=snakemake.params.seed,
+            sandbox_options=options,
+            style=c["style"],
+        )

@@ -11,6 +11,9 @@ token ids as the prompt), so no server-side template is involved at all.
   KV cache between episodes, and the threads of a job are batched together; `kv_cache=False,
   batching=False` (and a GPU) is one plain `generate` call per episode.
 - CompletionsBackend: an OpenAI-compatible server (vLLM) at a base URL.
+- ChatBackend: any OpenAI-compatible *chat* endpoint (a hosted teacher, or vLLM's chat route): the
+  conversation goes as role/content messages and the server applies its own template, so it is for
+  teachers collecting a corpus, not for evaluating our students.
 - VLLMServer: starts `vllm serve <model dir>` on this job's GPU, waits for /health, and stops it
   (process group: SIGTERM, then SIGKILL) even when the job fails.
 - ScriptedBackend: replays given answers (tests).
@@ -229,6 +232,76 @@ class CompletionsBackend(_Serialized):
             out.choices[0].text,
             usage.prompt_tokens if usage else len(ids),
             usage.completion_tokens if usage else 0,
+            out.choices[0].finish_reason or "stop",
+            cached_tokens=getattr(details, "cached_tokens", None),
+        )
+
+    def close(self) -> None:
+        self.client.close()
+
+
+class ChatBackend(Backend):
+    """An OpenAI-compatible /v1/chat/completions endpoint (a hosted teacher; `vllm serve` of a local model).
+
+    The server's chat template renders the messages. A reasoning model's separate reasoning
+    (`reasoning_content`, or `reasoning`) comes back as `<think>...</think>` before the answer, as the
+    corpus writes it. The context the loop budgets against is counted with `tokenizer_dir` when given,
+    else estimated at 3 characters a token (a hosted model's tokenizer is not at hand; this errs on the
+    side of summarising early). Usage (prompt, completion, cached tokens) is the server's.
+    """
+
+    CHARS_PER_TOKEN = 3
+
+    def __init__(self, base_url: str, model: str, temperature: float = 0.7, top_p: float = 1.0,
+                 api_key: str | None = None, retries: int = 3, tokenizer_dir: str | Path | None = None,
+                 timeout: float = 600.0):  # fmt: skip
+        import openai
+
+        root = base_url.rstrip("/")
+        self.url = root if root.endswith("/v1") else root + "/v1"
+        self.model, self.temperature, self.top_p, self.timeout = model, temperature, top_p, timeout
+        self.serializer = None
+        if tokenizer_dir:
+            from horizon.data.chat import ChatSerializer
+            from horizon.data.tokenizer import load
+
+            self.serializer = ChatSerializer(load(tokenizer_dir))
+        self.client = openai.OpenAI(base_url=self.url, api_key=api_key or os.environ.get("OPENAI_API_KEY")
+                                    or "none", max_retries=retries)  # fmt: skip
+
+    def prompt_tokens(self, messages) -> int:
+        if self.serializer is not None:
+            return len(self.serializer.prompt_ids(messages))
+        return sum(len(m["content"]) // self.CHARS_PER_TOKEN + 4 for m in messages)
+
+    def complete(self, messages, seed, max_tokens, timeout=None) -> Completion:
+        import openai
+
+        try:
+            out = self.client.chat.completions.create(
+                model=self.model, messages=[{"role": m["role"], "content": m["content"]} for m in messages],
+                max_tokens=max_tokens, temperature=self.temperature, top_p=self.top_p, seed=seed,
+                timeout=min(timeout or self.timeout, self.timeout),
+            )  # fmt: skip
+        except openai.BadRequestError as e:
+            if "context length" in str(e) or "context_length" in str(e):
+                return Completion("", self.prompt_tokens(messages), 0, "context_length")
+            raise BackendError(f"{self.url}: {e}") from None
+        except openai.OpenAIError as e:
+            raise BackendError(f"{self.url}: {type(e).__name__}: {e}") from None
+        if not out.choices:
+            raise BackendError(f"{self.url}: the answer has no choices")
+        msg = out.choices[0].message
+        text = msg.content or ""
+        thinking = getattr(msg, "reasoning_content", None) or getattr(msg, "reasoning", None)
+        if thinking and "<think>" not in text:
+            text = f"<think>\n{thinking.strip()}\n</think>\n\n{text}"
+        usage = out.usage
+        details = getattr(usage, "prompt_tokens_details", None)
+        return Completion(
+            text,
+            usage.prompt_tokens if usage else self.prompt_tokens(messages),
+            usage.completion_tokens if usage else len(text) // self.CHARS_PER_TOKEN,
             out.choices[0].finish_reason or "stop",
             cached_tokens=getattr(details, "cached_tokens", None),
         )
