@@ -137,3 +137,24 @@ def test_a_local_teacher_served_by_vllm_collects_through_the_chat_route(tools, t
     assert (usage["successes"], usage["failures"]) == (2, 0)
     assert {json.loads(x)["path"] for x in (tmp_path / "requests.jsonl").read_text().splitlines()} == {
         "/v1/chat/completions"}  # fmt: skip
+
+
+@pytest.mark.slow
+def test_docker_verification_keeps_and_rejects_the_same_seeds(tools, dockerd, tmp_path):
+    """The same seeds verified under `eval.sandbox: docker` (each task's Dockerfile built by the tests'
+    daemon): the same tasks kept, the same stage for each rejection as in the local sandbox."""
+    seeds = load_seeds(FIXTURES / "synth" / "seeds.jsonl", None, min_score=5)
+    settings = SynthSettings("author", "reviewer")
+    out = tmp_path / "synth"
+    with scripted_synth_server() as url:
+        author, reviewer = ChatBackend(url, "author"), ChatBackend(url, "reviewer")
+        stats = synthesize(seeds, author, reviewer, settings, PROMPTS, out, "docker", {"toolchain": tools})
+    assert stats["kept"] == 2
+    assert stats["rejected"] == {"environment": 1, "build": 1, "round_trip": 1, "attack": 1}
+    rej = {r["seed"]: r for r in lines(out / "rejections.jsonl")}
+    assert {s: r["stage"] for s, r in rej.items()} == {
+        "so-102": "build", "so-103": "round_trip", "so-104": "attack", "so-106": "environment"}  # fmt: skip
+    assert (
+        "data.csv" in rej["so-102"]["reason"] + rej["so-102"]["log"]
+    )  # the daemon's own words name the file
+    assert [t.id for t in read_manifest(out / "tasks.json")[0]] == ["so-101", "so-105"]
