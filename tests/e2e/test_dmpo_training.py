@@ -30,6 +30,11 @@ def pair_data(tmp_path, tiny_corpus):
     return tmp_path
 
 
+def global_batch(train: dict) -> int:
+    """Pairs per optimizer step: every process's batch, no accumulation."""
+    return train.get("per_device_batch", 2) * train.get("cpu_processes", 1)
+
+
 def spec_for(tiny_corpus, data, name, **train) -> DMPOSpec:
     return DMPOSpec(
         name=name,
@@ -39,7 +44,9 @@ def spec_for(tiny_corpus, data, name, **train) -> DMPOSpec:
         reference=str(data / "reference.parquet"),
         output=str(data / "models" / name),
         checkpoints=str(data / "checkpoints" / name),
-        train=train_cfg(**{"lr": 3e-3, "epochs": 6, "per_device_batch": 2, **train}),
+        train=train_cfg(
+            **{"lr": 3e-3, "epochs": 6, "per_device_batch": 2, **train, "global_batch": global_batch(train)}
+        ),
         seed=0,
         beta=0.1,
         gamma=0.7,
