@@ -21,7 +21,8 @@ BEHAVIOUR = ("success", "episodes", "prompt_tokens", "completion_tokens", "failu
 
 def rollout(student, tools, out, concurrency: int, fast: bool = True) -> list[dict]:
     """Two demo tasks x 3 attempts, sampled at 0.6; the random-init student never answers valid JSON, so
-    each attempt is three episodes of parse errors (each prompt extends the previous one)."""
+    each attempt is three episodes of parse errors, each after the "too long" re-asks of answers cut at
+    max_tokens (each prompt extends the previous one)."""
     tasks = [load_harbor(REPO / "demo" / "tasks" / t) for t in ("word-count", "count-rows")]
     backend = TransformersBackend(student, student, temperature=0.6, top_p=0.95, kv_cache=fast, batching=fast)
     cfg = AgentConfig(max_episodes=5, context_length=2048, max_tokens=40, max_consecutive_parse_errors=3)
@@ -52,10 +53,10 @@ def test_attempts_do_not_depend_on_the_run_the_concurrency_or_the_engine(tiny_co
     plain = rollout(student, tools, tmp_path / "d", concurrency=3, fast=False)
     assert behaviour(plain) == behaviour(first)  # one generate() per episode
     assert all(r["episodes"] == 3 and r["ended"] == "parse_exhausted" for r in first)
-    for r in first:  # each episode after the first reused the attempt's cache (misses here: the random
-        # student's answers re-encode to other tokens, so only the common prefix is reused)
-        assert (
-            r["cache"]["hits"] + r["cache"]["misses"] == r["episodes"] - 1 and r["cache"]["reused_tokens"] > 0
-        )
+    for r in first:  # each model call after the first reused the attempt's cache (misses here: the random
+        # student's answers are cut at max_tokens and asked again, or re-encode to other tokens, so only
+        # the common prefix is reused)
+        c = r["cache"]
+        assert c["hits"] + c["misses"] == r["model_calls"] - 1 and c["reused_tokens"] > 0
     assert all("cache" not in r for r in plain)
     assert [r["cache"] for r in first] == [r["cache"] for r in rollout(student, tools, tmp_path / "e", 2)]
