@@ -68,6 +68,10 @@ def _pull(c, spec: SandboxSpec) -> str:
         log.info("pulling %s", spec.image)
         try:
             c.images.pull(spec.image)
+        except docker.errors.APIError as e:  # the daemon answered (an HTTPError too): no registry serves it
+            raise Unsupported(
+                f"image {spec.image} is not present and cannot be pulled here ({e})", "docker"
+            ) from None
         except requests.exceptions.RequestException as e:  # the daemon itself is unreachable
             raise SandboxError(
                 f"{spec.name}: the Docker daemon at {_host()} failed pulling {spec.image}: {e}"
@@ -96,10 +100,8 @@ def _build(c, spec: SandboxSpec, base_image: str, image_map: dict, tag: str) -> 
           "buildargs": {"BASE_IMAGE": base_image}, "network_mode": "none", "dockerfile": spec.dockerfile}  # fmt: skip
     name = f".horizon-{tag.split(':')[-1]}.Dockerfile"
     try:
-        if (
-            mapped is not None
-        ):  # the Dockerfile with its FROM mapped, beside it in the context (removed after)
-            (spec.dockerfile_dir / name).write_text(mapped)
+        if mapped is not None:  # the Dockerfile with its FROM mapped, beside it in the context
+            (spec.dockerfile_dir / name).write_text(mapped)  # (removed after)
             kw["dockerfile"] = name
         c.images.build(**kw)
     except docker.errors.BuildError as e:
