@@ -10,7 +10,7 @@ accepted only where the first difference between the two conversations is a term
 after an identical history (the model, its sampling and the resume are reproducible) and that
 observation holds the same lines in another order (the same multiset: nothing the terminal showed
 is missing or new) or is the start of the other one (the same screen, captured earlier), and at
-most MAX_REORDERED attempts per run (1-2 of the 112 were seen per run); the tables are then rebuilt
+most MAX_REORDERED attempts per run (1-3 of 112 were seen per run on a larger grid); the tables are then rebuilt
 with the reference run's record for those attempts and must equal the reference tables byte for
 byte. A resume bug that changes what the terminal shows fails the test."""
 
@@ -28,6 +28,11 @@ from tests.engine_fixtures import sandbox_processes
 from tests.helpers import BIN, DEMO_TASKS, REPO, snakemake, tiny_demo_config
 
 pytestmark = pytest.mark.slow
+
+
+# every stage and kill point (two tokenize shards, training, scoring, a refinement, rollouts, every
+# table) on three models: K=384 (θ1), K=640 and Top-50% refined to 640 (48 attempts per run)
+SMALLER = {"horizons": [384, 640], "refine": {"selections": ["top"], "two_stage_full": False}}
 
 
 def args(workdir: Path) -> list[str]:
@@ -103,8 +108,8 @@ def test_killed_runs_resume_to_the_same_tables(tmp_path, local_engine):
     ref, crash = tmp_path / "ref", tmp_path / "crash"
     ref.mkdir()
     crash.mkdir()
-    tiny_demo_config(ref)
-    tiny_demo_config(crash)
+    tiny_demo_config(ref, **SMALLER)
+    tiny_demo_config(crash, **SMALLER)
     snakemake(args(ref), cwd=ref, timeout=1800)
     killed = [p for p in KILL_POINTS if run_until(crash, p)]
     assert killed == list(KILL_POINTS), f"only killed during {killed}"
@@ -129,7 +134,8 @@ def test_killed_runs_resume_to_the_same_tables(tmp_path, local_engine):
 
 # fields of an attempt record that measure wall-clock time, not behaviour
 CLOCK_FIELDS = {"seconds", "timing"}
-# attempts per run whose terminal may show two processes' lines in another order (seen: 1-2 of 112)
+# attempts per run whose terminal may show two processes' lines in another order, or a capture taken
+# early (seen: 1-3 of 112 on the tiny demo's seven models)
 MAX_REORDERED = 4
 
 
