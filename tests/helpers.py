@@ -140,13 +140,13 @@ def scripted_answers() -> dict:
 
 
 @contextlib.contextmanager
-def scripted_synth_server(*args, log=None):
-    """The SCRIPTED synthesis server (tests/fixtures/scripted_synth.py: a FAKE author, reviewer and teacher)
-    in its own process; yields its base URL."""
+def scripted_process(script: str, *args, log=None, what: str = "scripted server"):
+    """A SCRIPTED OpenAI-compatible server (tests/fixtures/<script>) in its own process, once it
+    accepts connections; yields (base URL, process) and kills it after."""
     from horizon.eval.llm import free_port
 
     port = free_port()
-    cmd = [sys.executable, str(FIXTURES / "scripted_synth.py"), "--port", str(port), *map(str, args)]
+    cmd = [sys.executable, str(FIXTURES / script), "--port", str(port), *map(str, args)]
     proc = subprocess.Popen([*cmd, *(["--log", str(log)] if log else [])])
     deadline = time.time() + 20
     while True:
@@ -154,10 +154,18 @@ def scripted_synth_server(*args, log=None):
             break
         if time.time() > deadline or proc.poll() is not None:
             proc.kill()
-            raise RuntimeError("the scripted synthesis server did not start")
+            raise RuntimeError(f"the {what} did not start")
         time.sleep(0.05)
     try:
-        yield f"http://127.0.0.1:{port}"
+        yield f"http://127.0.0.1:{port}", proc
     finally:
         proc.kill()
         proc.wait()
+
+
+@contextlib.contextmanager
+def scripted_synth_server(*args, log=None):
+    """The SCRIPTED synthesis server (tests/fixtures/scripted_synth.py: a FAKE author, reviewer and teacher);
+    yields its base URL."""
+    with scripted_process("scripted_synth.py", *args, log=log, what="scripted synthesis server") as (url, _):
+        yield url

@@ -2,12 +2,7 @@
 a fake: no model behind it) started by the test: verdicts, malformed answers, rate limits, a judge
 that refuses, an endpoint that refuses, and a server that dies mid-run (resume)."""
 
-import contextlib
 import json
-import socket
-import subprocess
-import sys
-import time
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -16,36 +11,14 @@ import pytest
 from horizon.data.judge import JudgeError, JudgeSettings, Malformed, Rubric, parse_verdict, run_judge
 from horizon.data.normalize import TRAJECTORY_SCHEMA
 from horizon.io import Journal
-from tests.helpers import FIXTURES, REPO
+from tests.helpers import REPO, scripted_process
 
 RUBRIC = REPO / "workflow" / "judge" / "rubric.yaml"
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@contextlib.contextmanager
 def scripted_server(*args, log=None):
-    """The SCRIPTED judge server in its own process; yields its base URL."""
-    port = free_port()
-    cmd = [sys.executable, str(FIXTURES / "scripted_judge.py"), "--port", str(port), *map(str, args)]
-    proc = subprocess.Popen([*cmd, *(["--log", str(log)] if log else [])])
-    deadline = time.time() + 20
-    while True:
-        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.2):
-            break
-        if time.time() > deadline or proc.poll() is not None:
-            proc.kill()
-            raise RuntimeError("the scripted judge server did not start")
-        time.sleep(0.05)
-    try:
-        yield f"http://127.0.0.1:{port}", proc
-    finally:
-        proc.kill()
-        proc.wait()
+    """The SCRIPTED judge server in its own process; yields (base URL, process)."""
+    return scripted_process("scripted_judge.py", *args, log=log, what="scripted judge server")
 
 
 def corpus(tmp_path, texts: dict[str, str]) -> str:

@@ -150,26 +150,11 @@ def dmpo_trainer_class():
 
 def make_dmpo_trainer(spec: DMPOSpec, callbacks: list | None = None):
     """(trainer, tokenizer): the SFT worker's set-up (arguments, DeepSpeed, dtype) with DMPO's model and data."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
     from transformers.trainer_callback import PrinterCallback
 
-    from horizon.train.worker import training_arguments
+    from horizon.train.worker import load_for_training
 
-    on_cpu = not torch.cuda.is_available()
-    if on_cpu and os.environ.get("OMP_NUM_THREADS"):
-        torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
-    args = training_arguments(spec, on_cpu)  # before from_pretrained: ZeRO-3 shards weights at load
-    _ = args.device  # the process group now, so that zero.Init sees the whole world
-    if on_cpu and args.deepspeed:
-        import deepspeed
-
-        deepspeed.init_distributed(dist_backend="gloo")
-    tokenizer = AutoTokenizer.from_pretrained(spec.tokenizer)
-    dtype = torch.bfloat16 if (spec.train["bf16"] and not on_cpu) else torch.float32
-    model = AutoModelForCausalLM.from_pretrained(
-        spec.model_init, dtype=dtype, attn_implementation=spec.train["attn_implementation"]
-    )
-    model.config.use_cache = False
+    args, tokenizer, model = load_for_training(spec)
     install_dmpo_forward(model, spec.beta, spec.chunk)
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     trainer = dmpo_trainer_class()(model=model, args=args, train_dataset=PairExamples(spec.examples_path),

@@ -102,15 +102,16 @@ def training_arguments(spec: TrainSpec, on_cpu: bool):
     )
 
 
-def make_trainer(spec: TrainSpec, callbacks: list | None = None):
-    """(trainer, tokenizer) for a spec: the one place where model, data and arguments meet."""
+def load_for_training(spec):
+    """(arguments, tokenizer, model) of a training spec (SFT's or DMPO's), set up in the order DeepSpeed
+    needs: the arguments (and the process group) before the weights, so that ZeRO-3 shards them at load."""
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer, Trainer
+    from transformers import AutoModelForCausalLM, AutoTokenizer
 
     on_cpu = not torch.cuda.is_available()
     if on_cpu and os.environ.get("OMP_NUM_THREADS"):
         torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
-    args = training_arguments(spec, on_cpu)  # before from_pretrained: ZeRO-3 shards weights at load
+    args = training_arguments(spec, on_cpu)
     _ = args.device  # initialises the process group now, so that zero.Init sees the whole world
     if on_cpu and args.deepspeed:
         # on CPU accelerate sets up torch.distributed (gloo) but not DeepSpeed's own comm layer
@@ -123,6 +124,14 @@ def make_trainer(spec: TrainSpec, callbacks: list | None = None):
         spec.model_init, dtype=dtype, attn_implementation=spec.train["attn_implementation"]
     )
     model.config.use_cache = False
+    return args, tokenizer, model
+
+
+def make_trainer(spec: TrainSpec, callbacks: list | None = None):
+    """(trainer, tokenizer) for a spec: the one place where model, data and arguments meet."""
+    from transformers import Trainer
+
+    args, tokenizer, model = load_for_training(spec)
     use_loss(model, spec.train["loss"], spec.train["loss_chunk"])  # before the Trainer inspects forward
     trainer = Trainer(
         model=model,
