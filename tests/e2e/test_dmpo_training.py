@@ -1,18 +1,13 @@
 """DMPO training runs on CPU: the SFT launcher, its records with the rewards, ZeRO-3 on 2 processes, resume."""
 
 import json
-import os
-import signal
-import subprocess
-import sys
-import time
 
 import pytest
 
 from horizon.dmpo.launch import DMPOSpec, train_dmpo
 from horizon.dmpo.pairs import build_pairs
 from horizon.dmpo.reference import compute_reference
-from tests.e2e.test_training import train_cfg, training_processes
+from tests.e2e.test_training import kill_after_first_checkpoint, train_cfg
 from tests.unit.test_dmpo_data import write_attempts
 
 pytestmark = pytest.mark.slow
@@ -106,26 +101,9 @@ def test_dmpo_refuses_reference_logprobs_of_another_model(tiny_corpus, pair_data
     assert not (pair_data / "checkpoints" / "dmpo-other").exists()  # refused before anything ran
 
 
-def _kill_after_first_checkpoint(spec: DMPOSpec, tmp_path) -> None:
-    path = tmp_path / f"{spec.name}.json"
-    spec.save(path)
-    code = f"from horizon.dmpo.launch import DMPOSpec, train_dmpo; train_dmpo(DMPOSpec.load({str(path)!r}), threads=2)"
-    proc = subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
-    ckpts = tmp_path / "checkpoints" / spec.name
-    deadline = time.time() + 600
-    while (
-        not list(ckpts.glob("checkpoint-*/trainer_state.json"))
-        and time.time() < deadline
-        and proc.poll() is None
-    ):
-        time.sleep(0.05)
-    assert proc.poll() is None, "the DMPO job ended before its first checkpoint"
-    os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
-    deadline = time.time() + 30
-    while training_processes(str(path)) and time.time() < deadline:
-        time.sleep(0.2)
-    assert not training_processes(str(path))
+DMPO_JOB = (
+    "from horizon.dmpo.launch import DMPOSpec, train_dmpo; train_dmpo(DMPOSpec.load({path!r}), threads=2)"
+)
 
 
 def test_dmpo_with_deepspeed_zero3_on_two_processes_resumes_after_sigkill(tiny_corpus, pair_data):
@@ -143,7 +121,7 @@ def test_dmpo_with_deepspeed_zero3_on_two_processes_resumes_after_sigkill(tiny_c
         == 3
     )
     killed = spec_for(tiny_corpus, pair_data, "dmpo-ds-killed", **zero3)
-    _kill_after_first_checkpoint(killed, pair_data)
+    kill_after_first_checkpoint(killed, pair_data, DMPO_JOB)
     train_dmpo(killed, threads=2)
     resumed = pair_data / "models" / "dmpo-ds-killed"
     assert json.loads((resumed / "timing.json").read_text())["segments"] == 2

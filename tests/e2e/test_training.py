@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import time
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -101,16 +102,22 @@ def training_processes(marker: str) -> list[str]:
     return out
 
 
-def kill_after_first_checkpoint(s: TrainSpec, tmp_path) -> None:
-    """Run the training job as a process group (as Snakemake or Slurm does) and SIGKILL the group once
-    a checkpoint is complete; no worker may survive (torchrun starts its workers in new sessions)."""
+SFT_JOB = (
+    "from horizon.train.examples import TrainSpec; from horizon.train.launch import train_model; "
+    "train_model(TrainSpec.load({path!r}), threads=2)"
+)
+
+
+def kill_after_first_checkpoint(s, tmp_path, job: str = SFT_JOB) -> None:
+    """Run the training job (`job`: Python code that trains the spec saved at {path}) as a process group,
+    as Snakemake or Slurm does, and SIGKILL the group once a checkpoint is complete; no worker may
+    survive (torchrun starts its workers in new sessions)."""
     import sys
 
     path = tmp_path / f"{s.name}.json"
     s.save(path)
-    code = f"from horizon.train.examples import TrainSpec; from horizon.train.launch import train_model; train_model(TrainSpec.load({str(path)!r}), threads=2)"
-    proc = subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
-    ckpts = tmp_path / "checkpoints" / s.name
+    proc = subprocess.Popen([sys.executable, "-c", job.format(path=str(path))], start_new_session=True)
+    ckpts = Path(s.checkpoints)
     deadline = time.time() + 600
     while (
         not list(ckpts.glob("checkpoint-*/trainer_state.json"))
@@ -121,7 +128,7 @@ def kill_after_first_checkpoint(s: TrainSpec, tmp_path) -> None:
     assert proc.poll() is None, "the training job ended before its first checkpoint"
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
-    deadline = time.time() + 10
+    deadline = time.time() + 30
     while training_processes(str(ckpts)) and time.time() < deadline:
         time.sleep(0.2)
     assert training_processes(str(ckpts)) == [], "training workers survived the kill of their job"
