@@ -136,5 +136,5 @@ def train_dmpo(spec: DMPOSpec, threads: int = 1, log_path: str | None = None) ->
     from horizon.train.launch import run_workers
 
     reference = load_reference(spec.reference, spec.model_init, spec.pairs)
-    build_examples(spec, reference)
-    run_workers(spec, threads, log_path, module="horizon.dmpo.worker")
+    run_workers(spec, threads, log_path, module="horizon.dmpo.worker",
+                prepare=lambda: build_examples(spec, reference))  # fmt: skip

@@ -15,6 +15,7 @@ import os
 import shlex
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from horizon.config import grad_accumulation
@@ -97,23 +98,24 @@ def worker_env(env: dict, processes: int, threads: int, log_path: str | None) ->
 
 def train_model(spec: TrainSpec, threads: int = 1, log_path: str | None = None) -> None:
     """SFT: the examples written once (after the global batch is checked), then the workers."""
-    import torch
-
-    check_batch(
-        spec, dict(os.environ), torch.cuda.device_count()
-    )  # before any work: a bad split fails at once
-    build_examples(spec)
-    run_workers(spec, threads, log_path)
+    run_workers(spec, threads, log_path, prepare=lambda: build_examples(spec))
 
 
 def run_workers(
-    spec, threads: int = 1, log_path: str | None = None, module: str = "horizon.train.worker"
+    spec,
+    threads: int = 1,
+    log_path: str | None = None,
+    module: str = "horizon.train.worker",
+    prepare: Callable[[], None] | None = None,
 ) -> None:
-    """Run `module` on the spec with torchrun (or srun + torchrun per node): SFT's worker, or DMPO's."""
+    """Run `module` on the spec with torchrun (or srun + torchrun per node): SFT's worker, or DMPO's.
+    The global batch is checked first, so a bad split fails before `prepare` (the examples) runs."""
     import torch
 
     gpus = torch.cuda.device_count()
     accumulation = check_batch(spec, dict(os.environ), gpus)
+    if prepare is not None:
+        prepare()
     spec_path = save_spec(spec)
     env = worker_env(os.environ, gpus or spec.train["cpu_processes"], threads, log_path)
     cmd = launch_command(str(spec_path), env, gpus, spec.train["cpu_processes"], module)
