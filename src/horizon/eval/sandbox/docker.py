@@ -246,16 +246,7 @@ class DockerSandbox(Sandbox):
             return Diagnosis("lost", f"the Docker daemon at {_host()} does not answer: {e}")
         state = self.container.attrs["State"]
         if state["Status"] != "running":
-            code = state.get("ExitCode")
-            if state.get("OOMKilled"):
-                return Diagnosis("exhausted", f"the container's memory limit ({self.spec.memory_mb} MB) "
-                                              f"OOM-killed it (exit {code})")  # fmt: skip
-            signals = self._kills_through_the_daemon()
-            if signals:
-                return Diagnosis("lost", f"the container was killed through the Docker daemon (signal "
-                                         f"{', '.join(signals)}; exit {code}), not from inside")  # fmt: skip
-            return Diagnosis("killed", f"the container exited ({code}) while the daemon is up, nobody killed it "
-                                       "through the daemon, and its pid 1 ignores signals from inside")  # fmt: skip
+            return self._stopped(state)
         pids = self._pids()
         try:
             r = self.exec(["true"], timeout=10, cwd="/")
@@ -268,7 +259,26 @@ class DockerSandbox(Sandbox):
             return Diagnosis(
                 "exhausted", f"the container holds {pids[0]} of its {pids[1]} processes; `true`: {why}"
             )
+        try:  # it may have stopped between the first look and the probe: then say how it ended
+            self.container.reload()
+            if self.container.attrs["State"]["Status"] != "running":
+                return self._stopped(self.container.attrs["State"])
+        except (missing, daemon):
+            pass
         return Diagnosis("lost", f"the container is up but `true` cannot run in it: {why}")
+
+    def _stopped(self, state: dict) -> Diagnosis:
+        """How a container that is no longer running ended, from its state and the daemon's events."""
+        code = state.get("ExitCode")
+        if state.get("OOMKilled"):
+            return Diagnosis("exhausted", f"the container's memory limit ({self.spec.memory_mb} MB) "
+                                          f"OOM-killed it (exit {code})")  # fmt: skip
+        signals = self._kills_through_the_daemon()
+        if signals:
+            return Diagnosis("lost", f"the container was killed through the Docker daemon (signal "
+                                     f"{', '.join(signals)}; exit {code}), not from inside")  # fmt: skip
+        return Diagnosis("killed", f"the container exited ({code}) while the daemon is up, nobody killed it "
+                                   "through the daemon, and its pid 1 ignores signals from inside")  # fmt: skip
 
     def _kills_through_the_daemon(self) -> list[str]:
         """Signals sent to the container through the daemon's API since it started (`docker kill`, ...)."""

@@ -449,13 +449,10 @@ tar -x --no-same-owner -C /tests"""
             rc, why = probe.rc, ("timed out" if probe.timed_out else probe.stderr.strip()[-300:])
         except SandboxError as e:
             rc, why = None, str(e)
-            if "init" in why:  # its channel broke: pid 1 is ending, and bubblewrap with it
-                try:
-                    self.proc.wait(timeout=5)
-                except subprocess.TimeoutExpired:
-                    pass
-                if not self.alive():
-                    return self._ended(seen)
+            # the channel broke or bubblewrap ended between the first look and the probe: pid 1 is
+            # ending (or has ended), and bubblewrap with it; say how it ended, not that it is up
+            if ("init" in why or not self.alive()) and not self._still_running(5):
+                return self._ended(seen)
         if rc == 0 and why == "" and not full:
             return Diagnosis("healthy", f"the sandbox is up and runs commands ({seen})")
         if full or (cg is None and "Resource temporarily unavailable" in why):
@@ -463,7 +460,18 @@ tar -x --no-same-owner -C /tests"""
             return Diagnosis("exhausted", f"the sandbox is at its limits ({at}; {seen}); `true`: {rc} {why}")
         return Diagnosis("lost", f"the sandbox is up but `true` cannot run in it ({rc}: {why}; {seen})")
 
+    def _still_running(self, seconds: float) -> bool:
+        """Wait up to `seconds` for bubblewrap to end (a dead init is reaped by it a moment later)."""
+        if self.proc is None:
+            return False
+        try:
+            self.proc.wait(timeout=seconds)
+        except subprocess.TimeoutExpired:
+            pass
+        return self.alive()
+
     def _ended(self, seen: str) -> Diagnosis:
+        self._still_running(5)  # its exit status says how pid 1 ended
         rc = None if self.proc is None else self.proc.returncode
         how = (
             f"was killed by signal {rc - 128}" if rc and rc > 128 else f"exited ({rc})"
