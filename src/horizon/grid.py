@@ -265,6 +265,15 @@ class Grid:
     def theta1(self) -> ModelName:
         return ModelName.single(self.h1)
 
+    def priority(self, model: ModelName | str) -> int:
+        """How early a training job of `model` should start among ready jobs: 2 for a model that other
+        training starts from (theta1, the DMPO policy), 1 for any other training; rollouts and reports
+        keep 0. The long chains (theta1 -> scores -> subsets -> refinement; policy -> attempts -> DMPO)
+        then start first and the leaves fill the gaps. Only the order changes, never an output."""
+        model = ModelName.parse(str(model))
+        feeds = {self.theta1} | ({self.dmpo.policy} if self.dmpo is not None else set())
+        return 2 if model in feeds else 1
+
     @property
     def primary(self) -> str | None:
         """The study's corpus among several sources (None with one `corpus.source`)."""

@@ -45,6 +45,7 @@ rule dmpo_rollout:
         f"{R}/logs/dmpo/{{policy}}/rollout-s{{shard}}.log",
     benchmark:
         timing("dmpo", "dmpo/{policy}/rollout-s{shard}")
+    priority: 2  # the policy -> its attempts -> pairs -> DMPO: a chain before the leaves
     threads: 2
     params:
         eval={k: v for k, v in config["eval"].items() if k != "benchmarks"},
@@ -72,6 +73,7 @@ rule dmpo_pairs:
         f"{R}/logs/dmpo/{{policy}}/pairs.log",
     benchmark:
         timing("dmpo", "dmpo/{policy}/pairs")
+    priority: 2  # the policy -> its attempts -> pairs -> DMPO: a chain before the leaves
     threads: 1
     params:
         policy=lambda wc: wc.policy,
@@ -94,6 +96,7 @@ rule dmpo_reference:
         f"{R}/logs/dmpo/{{policy}}/reference.log",
     benchmark:
         timing("dmpo", "dmpo/{policy}/reference")
+    priority: 2  # the policy -> its attempts -> pairs -> DMPO: a chain before the leaves
     threads: 2
     params:
         policy=lambda wc: wc.policy,
@@ -118,6 +121,7 @@ rule dmpo_train:
         f"{R}/logs/train/{DMPO}.log",
     benchmark:
         timing("train", f"train/{DMPO}")
+    priority: 2  # the policy -> its attempts -> pairs -> DMPO: a chain before the leaves
     threads: 2
     params:
         policy=lambda wc: wc.policy,

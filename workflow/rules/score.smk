@@ -13,6 +13,7 @@ rule score:
         f"{R}/logs/score/H{{h1}}-{{h2}}/shard-{{i}}.log",
     benchmark:
         timing("score", "score/H{h1}-{h2}/shard-{i}")
+    priority: 2  # theta1 -> scores -> subsets -> refinement: the longest chain
     threads: 2
     params:
         shards=SCORE_SHARDS,
@@ -35,6 +36,7 @@ rule merge_scores:
         f"{R}/logs/score/H{{h1}}-{{h2}}/merge.log",
     benchmark:
         timing("score", "score/H{h1}-{h2}/merge")
+    priority: 2  # theta1 -> scores -> subsets -> refinement: the longest chain
     localrule: True
     script:
         f"{SCRIPTS}/merge_scores.py"
@@ -54,6 +56,7 @@ rule select:
         f"{R}/logs/select/H{{h2}}-{{selection}}-{{rho}}.log",
     benchmark:
         timing("score", "select/H{h2}-{selection}-{rho}")
+    priority: 2  # theta1 -> scores -> subsets -> refinement: the longest chain
     localrule: True
     params:
         selection=lambda wc: wc.selection,
