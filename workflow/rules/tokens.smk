@@ -13,6 +13,7 @@ rule tokenize:
         "{D}/logs/tokenize/shard-{i}.log",
     benchmark:
         dtiming("tokens", "tokenize/shard-{i}")
+    priority: 3  # every training waits on the token views: before any training (Grid.priority)
     threads: config["tokenize"]["threads"]
     params:
         shards=config["tokenize"]["shards"],
@@ -32,6 +33,7 @@ rule horizons:
         "{D}/logs/horizons/K{K}.log",
     benchmark:
         dtiming("tokens", "horizons/K{K}")
+    priority: 3
     script:
         f"{SCRIPTS}/horizons.py"
 
@@ -46,6 +48,7 @@ rule heldout:
         "{D}/logs/heldout.log",
     benchmark:
         dtiming("tokens", "heldout")
+    priority: 3
     params:
         min_tokens=lambda wc: max(G.horizons_of(source_of(wc))),
         n_heldout=config["split"]["heldout"],
@@ -66,6 +69,7 @@ rule pool:
         f"{R}/logs/pool/H{{h1}}-{{h2}}.log",
     benchmark:
         timing("tokens", "pool/H{h1}-{h2}")
+    priority: 3
     params:
         rule=config["score"]["pool"],
     script:
