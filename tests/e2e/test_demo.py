@@ -80,7 +80,7 @@ def test_the_demo_runs_end_to_end_and_shows_the_horizon_effect(tmp_path, local_e
     succ = {m: float(r["success_attempts_mean"]) for m, r in rows.items()}
     # the horizon bites: K=192 stops before any action of any trajectory and its model never solves a
     # task; K=640 covers most trajectories to their confirmation (no untrained row: include_base off)
-    assert "base" not in rows and succ["single-K192"] == 0 and succ["single-K640"] >= 12
+    assert "base" not in rows and succ["single-K192"] == 0 and succ["single-K640"] >= 10  # of 24 per repeat
     assert succ["single-K192"] < succ["single-K384"] < succ["single-K640"] + 1e-9
     assert all(
         m in rows
