@@ -267,8 +267,9 @@ class Grid:
 
     def priority(self, model: ModelName | str) -> int:
         """How early a training job of `model` should start among ready jobs: 2 for a model that other
-        training starts from (theta1, the DMPO policy), 1 for any other training; rollouts and reports
-        keep 0. The long chains (theta1 -> scores -> subsets -> refinement; policy -> attempts -> DMPO)
+        training starts from (theta1, the DMPO policy), 1 for any other training; the token views that
+        every training reads have 3 and the stages of the two chains 2 (set in their rules); rollouts
+        and reports keep 0. The long chains (theta1 -> scores -> subsets -> refinement; policy -> attempts -> DMPO)
         then start first and the leaves fill the gaps. Only the order changes, never an output."""
         model = ModelName.parse(str(model))
         feeds = {self.theta1} | ({self.dmpo.policy} if self.dmpo is not None else set())
