@@ -40,6 +40,11 @@ SOURCE = r"[A-Za-z0-9][A-Za-z0-9_-]*"  # a corpus.sources name
 SINGLE = "single-K{K}"
 REFINE = "refine-H{h2}-{selection}-{rho}"
 DMPO = "dmpo-{policy}"
+# Snakemake priorities (rules' `priority:`): among the jobs ready at a time, the token views every
+# training reads go first, then the two long chains (theta1 -> scores -> subsets -> refinement; the
+# DMPO policy -> its attempts -> pairs -> DMPO), then the other trainings; rollouts and tables keep
+# Snakemake's default 0 and fill the gaps. Only the order changes, never an output.
+PRIORITY_DATA, PRIORITY_CHAIN, PRIORITY_TRAINING = 3, 2, 1
 
 
 def rho_token(rho: float) -> str:
@@ -265,15 +270,11 @@ class Grid:
     def theta1(self) -> ModelName:
         return ModelName.single(self.h1)
 
-    def priority(self, model: ModelName | str) -> int:
-        """How early a training job of `model` should start among ready jobs: 2 for a model that other
-        training starts from (theta1, the DMPO policy), 1 for any other training; the token views that
-        every training reads have 3 and the stages of the two chains 2 (set in their rules); rollouts
-        and reports keep 0. The long chains (theta1 -> scores -> subsets -> refinement; policy -> attempts -> DMPO)
-        then start first and the leaves fill the gaps. Only the order changes, never an output."""
-        model = ModelName.parse(str(model))
+    def priority(self, model: ModelName) -> int:
+        """A training job's priority: a model that other training starts from (theta1, the DMPO policy)
+        is on a chain; any other training comes after the chains."""
         feeds = {self.theta1} | ({self.dmpo.policy} if self.dmpo is not None else set())
-        return 2 if model in feeds else 1
+        return PRIORITY_CHAIN if model in feeds else PRIORITY_TRAINING
 
     @property
     def primary(self) -> str | None:

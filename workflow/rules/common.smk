@@ -12,6 +12,7 @@ os.environ.update(
 
 import horizon.config as hc
 from horizon.grid import Grid, ModelName, wildcard_pattern, RHO, SINGLE, REFINE, SOURCE, selection_pattern
+from horizon.grid import PRIORITY_CHAIN, PRIORITY_DATA
 
 config.update(hc.validate(config, Path(workflow.basedir) / "workflow/schemas/config.schema.yaml"))
 

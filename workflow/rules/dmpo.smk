@@ -45,7 +45,7 @@ rule dmpo_rollout:
         f"{R}/logs/dmpo/{{policy}}/rollout-s{{shard}}.log",
     benchmark:
         timing("dmpo", "dmpo/{policy}/rollout-s{shard}")
-    priority: 2  # the policy -> its attempts -> pairs -> DMPO: a chain before the leaves
+    priority: PRIORITY_CHAIN
     threads: 2
     params:
         eval={k: v for k, v in config["eval"].items() if k != "benchmarks"},
@@ -73,7 +73,7 @@ rule dmpo_pairs:
         f"{R}/logs/dmpo/{{policy}}/pairs.log",
     benchmark:
         timing("dmpo", "dmpo/{policy}/pairs")
-    priority: 2  # the policy -> its attempts -> pairs -> DMPO: a chain before the leaves
+    priority: PRIORITY_CHAIN
     threads: 1
     params:
         policy=lambda wc: wc.policy,
@@ -96,7 +96,7 @@ rule dmpo_reference:
         f"{R}/logs/dmpo/{{policy}}/reference.log",
     benchmark:
         timing("dmpo", "dmpo/{policy}/reference")
-    priority: 2  # the policy -> its attempts -> pairs -> DMPO: a chain before the leaves
+    priority: PRIORITY_CHAIN
     threads: 2
     params:
         policy=lambda wc: wc.policy,
@@ -121,7 +121,7 @@ rule dmpo_train:
         f"{R}/logs/train/{DMPO}.log",
     benchmark:
         timing("train", f"train/{DMPO}")
-    priority: 2  # the policy -> its attempts -> pairs -> DMPO: a chain before the leaves
+    priority: PRIORITY_CHAIN
     threads: 2
     params:
         policy=lambda wc: wc.policy,

@@ -13,7 +13,7 @@ rule score:
         f"{R}/logs/score/H{{h1}}-{{h2}}/shard-{{i}}.log",
     benchmark:
         timing("score", "score/H{h1}-{h2}/shard-{i}")
-    priority: 2  # theta1 -> scores -> subsets -> refinement: the longest chain
+    priority: PRIORITY_CHAIN
     threads: 2
     params:
         shards=SCORE_SHARDS,
@@ -36,7 +36,7 @@ rule merge_scores:
         f"{R}/logs/score/H{{h1}}-{{h2}}/merge.log",
     benchmark:
         timing("score", "score/H{h1}-{h2}/merge")
-    priority: 2  # theta1 -> scores -> subsets -> refinement: the longest chain
+    priority: PRIORITY_CHAIN
     localrule: True
     script:
         f"{SCRIPTS}/merge_scores.py"
@@ -56,7 +56,7 @@ rule select:
         f"{R}/logs/select/H{{h2}}-{{selection}}-{{rho}}.log",
     benchmark:
         timing("score", "select/H{h2}-{selection}-{rho}")
-    priority: 2  # theta1 -> scores -> subsets -> refinement: the longest chain
+    priority: PRIORITY_CHAIN
     localrule: True
     params:
         selection=lambda wc: wc.selection,

@@ -13,7 +13,7 @@ rule tokenize:
         "{D}/logs/tokenize/shard-{i}.log",
     benchmark:
         dtiming("tokens", "tokenize/shard-{i}")
-    priority: 3  # every training waits on the token views: before any training (Grid.priority)
+    priority: PRIORITY_DATA  # horizon.grid: the order of ready jobs
     threads: config["tokenize"]["threads"]
     params:
         shards=config["tokenize"]["shards"],
@@ -33,7 +33,7 @@ rule horizons:
         "{D}/logs/horizons/K{K}.log",
     benchmark:
         dtiming("tokens", "horizons/K{K}")
-    priority: 3
+    priority: PRIORITY_DATA
     script:
         f"{SCRIPTS}/horizons.py"
 
@@ -48,7 +48,7 @@ rule heldout:
         "{D}/logs/heldout.log",
     benchmark:
         dtiming("tokens", "heldout")
-    priority: 3
+    priority: PRIORITY_DATA
     params:
         min_tokens=lambda wc: max(G.horizons_of(source_of(wc))),
         n_heldout=config["split"]["heldout"],
@@ -69,7 +69,7 @@ rule pool:
         f"{R}/logs/pool/H{{h1}}-{{h2}}.log",
     benchmark:
         timing("tokens", "pool/H{h1}-{h2}")
-    priority: 3
+    priority: PRIORITY_DATA
     params:
         rule=config["score"]["pool"],
     script:

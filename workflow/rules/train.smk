@@ -16,7 +16,7 @@ rule train_single:
         f"{R}/logs/train/{SINGLE}{{at}}.log",
     benchmark:
         timing("train", f"train/{SINGLE}{{at}}")
-    priority: lambda wc: G.priority(f"single-K{wc.K}{wc.at}")  # theta1 and the DMPO policy first
+    priority: lambda wc: G.priority(ModelName.single(wc.K, at_source(wc)))
     threads: 2
     params:
         horizon=lambda wc: int(wc.K),
@@ -40,7 +40,7 @@ rule refine:
         f"{R}/logs/train/{REFINE}.log",
     benchmark:
         timing("train", f"train/{REFINE}")
-    priority: lambda wc: G.priority(f"refine-H{wc.h2}-{wc.selection}-{wc.rho}")
+    priority: lambda wc: G.priority(ModelName.refine(wc.h2, wc.selection, wc.rho))
     threads: 2
     params:
         horizon=lambda wc: int(wc.h2),

@@ -441,17 +441,20 @@ tar -x --no-same-owner -C /tests"""
     def diagnose(self) -> Diagnosis:
         cg = self.cgroup
         seen = ", ".join(f"{k} {v}" for k, v in cg.counters().items()) if cg else "rlimits, no cgroup"
-        if not self.alive():
-            return self._ended(seen)
-        full = cg.full() if cg is not None else []
-        try:
-            probe = self.exec(["true"], timeout=10, cwd="/")
-            rc, why = probe.rc, ("timed out" if probe.timed_out else probe.stderr.strip()[-300:])
-        except SandboxError as e:
-            rc, why = None, str(e)
-            # the channel broke or bubblewrap ended between the first look and the probe: pid 1 is
-            # ending (or has ended), and bubblewrap with it; say how it ended, not that it is up
-            if ("init" in why or not self.alive()) and not self._still_running(5):
+        full, rc, why = [], None, ""
+        ending = not self.alive()
+        if not ending:
+            full = cg.full() if cg is not None else []
+            try:
+                probe = self.exec(["true"], timeout=10, cwd="/")
+                rc, why = probe.rc, ("timed out" if probe.timed_out else probe.stderr.strip()[-300:])
+            except SandboxError as e:
+                rc, why = None, str(e)
+                # its channel broke (pid 1 is ending, and bubblewrap with it), or it ended during the probe
+                ending = "init" in why or not self.alive()
+        if ending:  # say how it ended, not that it is up
+            self._wait_for_exit(5)  # bubblewrap reaps a dead init a moment later; its status says how
+            if not self.alive():
                 return self._ended(seen)
         if rc == 0 and why == "" and not full:
             return Diagnosis("healthy", f"the sandbox is up and runs commands ({seen})")
@@ -460,18 +463,14 @@ tar -x --no-same-owner -C /tests"""
             return Diagnosis("exhausted", f"the sandbox is at its limits ({at}; {seen}); `true`: {rc} {why}")
         return Diagnosis("lost", f"the sandbox is up but `true` cannot run in it ({rc}: {why}; {seen})")
 
-    def _still_running(self, seconds: float) -> bool:
-        """Wait up to `seconds` for bubblewrap to end (a dead init is reaped by it a moment later)."""
-        if self.proc is None:
-            return False
-        try:
-            self.proc.wait(timeout=seconds)
-        except subprocess.TimeoutExpired:
-            pass
-        return self.alive()
+    def _wait_for_exit(self, seconds: float) -> None:
+        if self.proc is not None:
+            try:
+                self.proc.wait(timeout=seconds)
+            except subprocess.TimeoutExpired:
+                pass
 
     def _ended(self, seen: str) -> Diagnosis:
-        self._still_running(5)  # its exit status says how pid 1 ended
         rc = None if self.proc is None else self.proc.returncode
         how = (
             f"was killed by signal {rc - 128}" if rc and rc > 128 else f"exited ({rc})"
