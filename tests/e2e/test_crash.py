@@ -10,7 +10,7 @@ accepted only where the first difference between the two conversations is a term
 after an identical history (the model, its sampling and the resume are reproducible) and that
 observation holds the same lines in another order (the same multiset: nothing the terminal showed
 is missing or new) or is the start of the other one (the same screen, captured earlier), and at
-most MAX_REORDERED attempts per run (1-3 of 112 were seen per run on a larger grid); the tables are then rebuilt
+most MAX_INTERLEAVED attempts per run (1-3 of 112 were seen per run on a larger grid); the tables are then rebuilt
 with the reference run's record for those attempts and must equal the reference tables byte for
 byte. A resume bug that changes what the terminal shows fails the test."""
 
@@ -137,7 +137,7 @@ def test_killed_runs_resume_to_the_same_tables(tmp_path, local_engine):
 CLOCK_FIELDS = {"seconds", "timing"}
 # attempts per run whose terminal may show two processes' writes interleaved otherwise, or a capture taken
 # early (seen: 1-3 of 112 on the tiny demo's seven models)
-MAX_REORDERED = 4
+MAX_INTERLEAVED = 4
 
 
 def attempt_key(record: dict) -> tuple[str, int]:
@@ -197,7 +197,9 @@ def terminal_divergences(ref: Path, crash: Path) -> list[tuple[str, str, int]]:
                 f"nor the same screen captured earlier (message {first}):\n{x_seen!r}\nvs\n{y_seen!r}"
             )
             diverged.append((str(rel.parent), *key))
-    assert len(diverged) <= MAX_REORDERED, f"{len(diverged)} attempts saw terminals interleaved otherwise: {diverged}"
+    assert len(diverged) <= MAX_INTERLEAVED, (
+        f"{len(diverged)} attempts saw terminals interleaved otherwise: {diverged}"
+    )
     return diverged
 
 
