@@ -146,7 +146,11 @@ def test_writes_outside_app_fail_and_the_host_is_untouched(tools, tmp_path):
 
 def test_fork_bomb_ends_the_attempt_as_sandbox_exhausted_and_leaves_nothing(tools):
     t = time.monotonic()
-    rec = attempt(tools, [answer(":(){ :|:& };:\n", duration=2), *SOLVE], timeout=20)
+    # the next answers leave the task unsolved: keystrokes typed into a saturated shell can still run
+    # when a fork gets through, and the grade reads the sandbox's final state (a solving echo made
+    # one run in five a success, with the attempt still ended by the exhaustion)
+    wrong = [answer("echo nope > /app/out.txt\n"), answer(done=True), answer(done=True)]
+    rec = attempt(tools, [answer(":(){ :|:& };:\n", duration=2), *wrong], timeout=20)
     assert rec["failure_mode"] == "sandbox_exhausted" and rec["ended"] == "sandbox_exhausted"
     assert "at its limits (processes" in rec["evidence"] and time.monotonic() - t < 60
 

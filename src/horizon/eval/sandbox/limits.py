@@ -181,12 +181,18 @@ class Cgroup:
             out["memory_limit_hits"] = _field(events, "max")
         return out
 
-    def full(self) -> list[str]:
-        """The limits the sandbox is at right now (a fork bomb holds every process slot)."""
+    def full(self, before: dict[str, int] | None = None) -> list[str]:
+        """The limits the sandbox is at right now (a fork bomb holds every process slot).
+
+        With `before` (counters read a moment earlier), forks refused since then count too: a fork
+        bomb's processes die and respawn, so one look at the count can fall in a dip."""
         c = self.counters()
         out = []
+        refused = c["pids_limit_hits"] - before["pids_limit_hits"] if before else 0
         if c["pids_max"] and c["pids_current"] >= c["pids_max"] - 2:
             out.append(f"processes {c['pids_current']} of {c['pids_max']}")
+        elif refused > 0:
+            out.append(f"processes: {refused} forks refused at {c['pids_max']} while checking")
         if c["memory_max"] and c["memory_current"] >= 0.95 * c["memory_max"]:
             out.append(f"memory {c['memory_current'] >> 20} of {c['memory_max'] >> 20} MB")
         return out

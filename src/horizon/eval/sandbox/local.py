@@ -440,11 +440,11 @@ tar -x --no-same-owner -C /tests"""
 
     def diagnose(self) -> Diagnosis:
         cg = self.cgroup
-        seen = ", ".join(f"{k} {v}" for k, v in cg.counters().items()) if cg else "rlimits, no cgroup"
+        counters = cg.counters() if cg else {}
+        seen = ", ".join(f"{k} {v}" for k, v in counters.items()) if cg else "rlimits, no cgroup"
         full, rc, why = [], None, ""
         ending = not self.alive()
         if not ending:
-            full = cg.full() if cg is not None else []
             try:
                 probe = self.exec(["true"], timeout=10, cwd="/")
                 rc, why = probe.rc, ("timed out" if probe.timed_out else probe.stderr.strip()[-300:])
@@ -452,6 +452,7 @@ tar -x --no-same-owner -C /tests"""
                 rc, why = None, str(e)
                 # its channel broke (pid 1 is ending, and bubblewrap with it), or it ended during the probe
                 ending = "init" in why or not self.alive()
+            full = cg.full(before=counters) if cg is not None else []
         if ending:  # say how it ended, not that it is up
             self._wait_for_exit(5)  # bubblewrap reaps a dead init a moment later; its status says how
             if not self.alive():
