@@ -11,6 +11,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 import yaml
@@ -169,3 +170,15 @@ def scripted_synth_server(*args, log=None):
     yields its base URL."""
     with scripted_process("scripted_synth.py", *args, log=log, what="scripted synthesis server") as (url, _):
         yield url
+
+
+def same_terminal(x: str, y: str) -> bool:
+    """Two runs' captures of one terminal that differ only by timing: the same characters merged in
+    another order (two processes writing at once, whose writes can interleave inside a line), or one
+    capture the start of the other (taken before the shell had echoed or printed everything)."""
+
+    def text(obs: str) -> str:
+        return "\n".join(line.rstrip() for line in obs.splitlines()).rstrip()
+
+    a, b = sorted((text(x), text(y)), key=len)
+    return Counter(x) == Counter(y) or b.startswith(a)

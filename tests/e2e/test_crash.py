@@ -3,30 +3,30 @@
 byte-identical, and no attempt is missing or duplicated in any attempts.jsonl.
 
 The one thing two runs cannot share is the terminal: when two processes write to it at once
-(`a | b` where both fail), the order of their lines is up to the scheduler, and the model then
+(`a | b` where both fail), the order of their writes is up to the scheduler, and the model then
 answers a different screen. The same holds for a capture taken while the shell is still echoing
 or printing, on a machine loaded beyond what the command's duration allows. Such an attempt is
 accepted only where the first difference between the two conversations is a terminal observation
 after an identical history (the model, its sampling and the resume are reproducible) and that
-observation holds the same lines in another order (the same multiset: nothing the terminal showed
-is missing or new) or is the start of the other one (the same screen, captured earlier), and at
-most MAX_INTERLEAVED attempts per run (1-3 of 112 were seen per run on a larger grid); the tables are then rebuilt
-with the reference run's record for those attempts and must equal the reference tables byte for
-byte. A resume bug that changes what the terminal shows fails the test."""
+observation holds the same characters in another order (the same multiset: nothing the terminal
+showed is missing or new; writes interleave inside lines too) or is the start of the other one (the
+same screen, captured earlier), and at most MAX_TIMING_DIVERGENCES attempts per run (1-3 of 112 were
+seen per run on a larger grid); the tables are then rebuilt with the reference run's record for
+those attempts and must equal the reference tables byte for byte. A resume bug that changes what
+the terminal shows fails the test."""
 
 import json
 import os
 import signal
 import subprocess
 import time
-from collections import Counter
 from pathlib import Path
 
 import pytest
 
 from horizon.report.metrics import read_attempts
 from tests.engine_fixtures import sandbox_processes
-from tests.helpers import BIN, DEMO_TASKS, REPO, snakemake, tiny_demo_config
+from tests.helpers import BIN, DEMO_TASKS, REPO, same_terminal, snakemake, tiny_demo_config
 
 pytestmark = pytest.mark.slow
 
@@ -137,7 +137,7 @@ def test_killed_runs_resume_to_the_same_tables(tmp_path, local_engine):
 CLOCK_FIELDS = {"seconds", "timing"}
 # attempts per run whose terminal may show two processes' writes interleaved otherwise, or a capture taken
 # early (seen: 1-3 of 112 on the tiny demo's seven models)
-MAX_INTERLEAVED = 4
+MAX_TIMING_DIVERGENCES = 4
 
 
 def attempt_key(record: dict) -> tuple[str, int]:
@@ -146,24 +146,6 @@ def attempt_key(record: dict) -> tuple[str, int]:
 
 def attempt_records(attempts: Path) -> dict[tuple[str, int], dict]:
     return {attempt_key(r): r for r in read_attempts(attempts)}
-
-
-def interleaved(x: str, y: str) -> bool:
-    """The same characters merged in another order: two processes writing to the terminal at once
-    (a pipeline's stages both failing), whose writes can interleave inside a line, not only between
-    lines ("tail: " and its message are two writes, and wc's line can fall between them)."""
-    return Counter(x) == Counter(y)
-
-
-def captured_earlier(x: str, y: str) -> bool:
-    """One observation is the start of the other: the same terminal, captured before the shell had
-    echoed or printed everything (a loaded machine slower than the command's duration)."""
-
-    def text(obs: str) -> str:
-        return "\n".join(line.rstrip() for line in obs.splitlines()).rstrip()
-
-    a, b = sorted((text(x), text(y)), key=len)
-    return b.startswith(a)
 
 
 def terminal_divergences(ref: Path, crash: Path) -> list[tuple[str, str, int]]:
@@ -192,13 +174,13 @@ def terminal_divergences(ref: Path, crash: Path) -> list[tuple[str, str, int]]:
                 f"{rel} {key}: the model answered the same conversation differently (message {first})"
             )
             x_seen, y_seen = mx[first]["content"], my[first]["content"]
-            assert interleaved(x_seen, y_seen) or captured_earlier(x_seen, y_seen), (
-                f"{rel} {key}: the terminal showed different lines, neither the same characters interleaved otherwise "
-                f"nor the same screen captured earlier (message {first}):\n{x_seen!r}\nvs\n{y_seen!r}"
+            assert same_terminal(x_seen, y_seen), (
+                f"{rel} {key}: the terminal showed different text, not explained by timing "
+                f"(message {first}):\n{x_seen!r}\nvs\n{y_seen!r}"
             )
             diverged.append((str(rel.parent), *key))
-    assert len(diverged) <= MAX_INTERLEAVED, (
-        f"{len(diverged)} attempts saw terminals interleaved otherwise: {diverged}"
+    assert len(diverged) <= MAX_TIMING_DIVERGENCES, (
+        f"{len(diverged)} attempts saw the terminal at other moments: {diverged}"
     )
     return diverged
 

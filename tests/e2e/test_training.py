@@ -229,6 +229,11 @@ def test_a_killed_run_resumes_from_its_last_checkpoint(tiny_corpus, tmp_path):
         time.sleep(0.02)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
+    # torchrun's worker is in its own session and dies with torchrun a moment later: list the
+    # checkpoints once it is gone (it could still complete one)
+    deadline = time.time() + 30
+    while training_processes("single-K512/spec.json") and time.time() < deadline:
+        time.sleep(0.2)
     complete = [
         int(p.name.split("-")[1]) for p in ckpts.glob("checkpoint-*") if (p / "trainer_state.json").exists()
     ]

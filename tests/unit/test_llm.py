@@ -142,7 +142,7 @@ def test_concurrent_attempts_are_in_flight_against_one_server_at_once(
     their requests overlap at the (FAKE) server instead of queueing behind each other."""
     from concurrent.futures import ThreadPoolExecutor
 
-    server = fake_server(tmp_path, monkeypatch, delay=0.5)
+    server = fake_server(tmp_path, monkeypatch, delay=2)  # long enough to overlap on a loaded machine
     with server:
         backend = CompletionsBackend(server.base_url, tiny_tokenizer_dir, model=server.name)
         with ThreadPoolExecutor(4) as pool:
