@@ -102,6 +102,15 @@ def training_processes(marker: str) -> list[str]:
     return out
 
 
+def wait_for_workers_to_end(marker: str, seconds: float = 30) -> list[str]:
+    """Wait until no process with `marker` on its command line is left (torchrun's workers live in
+    their own sessions and die a moment after it); those still alive after `seconds`."""
+    deadline = time.time() + seconds
+    while training_processes(marker) and time.time() < deadline:
+        time.sleep(0.2)
+    return training_processes(marker)
+
+
 SFT_JOB = (
     "from horizon.train.examples import TrainSpec; from horizon.train.launch import train_model; "
     "train_model(TrainSpec.load({path!r}), threads=2)"
@@ -128,10 +137,7 @@ def kill_after_first_checkpoint(s, tmp_path, job: str = SFT_JOB) -> None:
     assert proc.poll() is None, "the training job ended before its first checkpoint"
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
-    deadline = time.time() + 30
-    while training_processes(str(ckpts)) and time.time() < deadline:
-        time.sleep(0.2)
-    assert training_processes(str(ckpts)) == [], "training workers survived the kill of their job"
+    assert wait_for_workers_to_end(str(ckpts)) == [], "training workers survived the kill of their job"
 
 
 def test_zero3_chunked_loss_equals_the_plain_loss(tiny_corpus, tmp_path):
@@ -229,11 +235,7 @@ def test_a_killed_run_resumes_from_its_last_checkpoint(tiny_corpus, tmp_path):
         time.sleep(0.02)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
-    # torchrun's worker is in its own session and dies with torchrun a moment later: list the
-    # checkpoints once it is gone (it could still complete one)
-    deadline = time.time() + 30
-    while training_processes("single-K512/spec.json") and time.time() < deadline:
-        time.sleep(0.2)
+    wait_for_workers_to_end("single-K512/spec.json")  # list the checkpoints once none can be completed
     complete = [
         int(p.name.split("-")[1]) for p in ckpts.glob("checkpoint-*") if (p / "trainer_state.json").exists()
     ]
