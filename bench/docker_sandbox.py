@@ -33,12 +33,12 @@ PARTS = ("start", "agent", "grade", "teardown")
 
 def worker(n: int) -> None:
     """n docker attempts with whatever `horizon` is importable; one JSON line of per-attempt timings."""
-    from horizon.eval.agent import AgentConfig
+    from horizon.eval.agent.loop import AgentConfig
+    from horizon.eval.agent.prompts import Template
     from horizon.eval.attempt import LiveSandboxes, RunContext, run_attempt
-    from horizon.eval.llm import ScriptedBackend
-    from horizon.eval.prompts import Template
+    from horizon.eval.models.backends import ScriptedBackend
     from horizon.eval.sandbox import toolchain
-    from horizon.eval.tasks import load_harbor
+    from horizon.eval.tasks.benchmark import load_harbor
     from horizon.terminus import Command, render_response
 
     task = load_harbor(REPO / "demo/tasks/word-count")
@@ -67,7 +67,7 @@ def _run_worker(src: Path, n: int) -> list[dict]:
 
 def images(root: Path) -> None:
     from horizon.eval.sandbox import SandboxSpec
-    from horizon.eval.sandbox.docker import build_base_image, client, ensure_image
+    from horizon.eval.sandbox.docker.sandbox import build_base_image, client, ensure_image
 
     t = time.monotonic()
     build_base_image(workdir=root)

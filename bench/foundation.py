@@ -65,7 +65,7 @@ def _normalized(tmp: Path, n: int) -> Path:
 def bench_tokenize(n: int = 96) -> None:
     import pyarrow.parquet as pq
 
-    from horizon.data.chat import KEEP_THINKING_TEMPLATE
+    from horizon.data.chatml import KEEP_THINKING_TEMPLATE
     from horizon.data.tokenizer import build_qwen_tokenizer, load
 
     with tempfile.TemporaryDirectory() as d:

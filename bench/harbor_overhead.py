@@ -74,8 +74,8 @@ def main() -> None:
     ap.add_argument("--concurrency", type=int, default=1, help="1 = attempts one at a time (clean timings)")
     a = ap.parse_args()
     from horizon.data.tokenizer import train_bpe
-    from horizon.eval.sandbox.docker import build_base_image
-    from horizon.eval.tasks import write_manifest
+    from horizon.eval.sandbox.docker.sandbox import build_base_image
+    from horizon.eval.tasks.benchmark import write_manifest
     from tests.engine_fixtures import start_dockerd, stop_dockerd
     from tests.helpers import HARBOR_RUN_TASKS, fixture_texts, scripted_answers
 

@@ -30,9 +30,9 @@ WAITS = 0.1
 
 
 def _setup():
-    from horizon.eval.llm import ScriptedBackend
-    from horizon.eval.prompts import Template
-    from horizon.eval.tasks import load_harbor
+    from horizon.eval.agent.prompts import Template
+    from horizon.eval.models.backends import ScriptedBackend
+    from horizon.eval.tasks.benchmark import load_harbor
     from horizon.terminus import Command, render_response
 
     task = load_harbor(REPO / "demo" / "tasks" / "word-count")
@@ -46,7 +46,7 @@ def _setup():
 
 def worker(n: int) -> None:
     """n attempts with whatever `horizon` is importable; one JSON line: per-attempt seconds and parts."""
-    from horizon.eval.agent import AgentConfig
+    from horizon.eval.agent.loop import AgentConfig
     from horizon.eval.attempt import LiveSandboxes, RunContext, run_attempt
     from horizon.eval.sandbox import toolchain
 
@@ -97,7 +97,7 @@ def overhead(baseline: str, rounds: int) -> None:
 
 
 def throughput(attempts: int) -> None:
-    from horizon.eval.agent import AgentConfig
+    from horizon.eval.agent.loop import AgentConfig
     from horizon.eval.attempt import RunContext
     from horizon.eval.rollout import run_repeat
     from horizon.eval.sandbox import toolchain

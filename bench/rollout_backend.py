@@ -62,12 +62,12 @@ def run(root: Path, cfg: dict, model: str, new: bool, out: Path) -> dict:
     """The demo's rollout job for one model (one repeat) on one path: what rollout_job does, keeping the backend
     to read its generation CPU time."""
     from horizon.config import validate
+    from horizon.eval.agent.prompts import Template
     from horizon.eval.attempt import RunContext
-    from horizon.eval.prompts import Template
     from horizon.eval.rollout import agent_config, make_backend, run_repeat
     from horizon.eval.sandbox import toolchain
     from horizon.eval.settings import EvalSettings
-    from horizon.eval.tasks import read_manifest
+    from horizon.eval.tasks.benchmark import read_manifest
 
     full = validate(cfg)
     ev = {k: v for k, v in full["eval"].items() if k != "benchmarks"}
@@ -84,7 +84,7 @@ def run(root: Path, cfg: dict, model: str, new: bool, out: Path) -> dict:
                              settings.concurrency, seed_parts=(model, "demo"))  # fmt: skip
         wall, cpu = time.perf_counter() - t, time.process_time() - cpu
         backend.close()
-    gen = backend.engine.stats if backend.engine else backend.generate_stats
+    gen = backend.batcher.stats if backend.batcher else backend.generate_stats
     return {"wall": wall, "cpu": cpu, "gen_cpu": gen["cpu_seconds"], "records": records, "stats": gen}
 
 

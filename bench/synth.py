@@ -31,7 +31,7 @@ sys.path.insert(0, str(REPO))
 def synthesize_once(url: str, out: Path, sandbox: str, tools) -> tuple[dict, list[dict]]:
     import json
 
-    from horizon.eval.llm import ChatBackend
+    from horizon.eval.models.backends import ChatBackend
     from horizon.synth.cascade import SynthSettings
     from horizon.synth.run import synthesize
     from horizon.synth.seeds import load_seeds
@@ -49,7 +49,7 @@ def synthesize_once(url: str, out: Path, sandbox: str, tools) -> tuple[dict, lis
 
 def oracle_seconds(out: Path, sandbox: str, tools) -> list[float]:
     from horizon.eval.oracle import run_one
-    from horizon.eval.tasks import read_manifest
+    from horizon.eval.tasks.benchmark import read_manifest
 
     times = []
     for task in read_manifest(out / "tasks.json")[0]:

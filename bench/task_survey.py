@@ -31,7 +31,7 @@ def _group(reason: str) -> str:
 
 def survey(root: Path, fmt: str, sandbox: str | None, starts: int = 0, image_map: dict | None = None) -> dict:
     from horizon.eval.oracle import static_unsupported
-    from horizon.eval.tasks import load_benchmark, task_root
+    from horizon.eval.tasks.benchmark import load_benchmark, task_root
 
     start = time.monotonic()
     tasks, errors = load_benchmark(root, fmt)
@@ -62,7 +62,7 @@ def survey(root: Path, fmt: str, sandbox: str | None, starts: int = 0, image_map
 def started(tasks, sandbox: str, image_map: dict) -> Counter:
     """Start (and stop) a sandbox for each task: its Dockerfile replayed (local) or built (docker)."""
     from horizon.eval.sandbox import SandboxError, Unsupported, make_sandbox, toolchain
-    from horizon.eval.tasks import sandbox_spec
+    from horizon.eval.tasks.benchmark import sandbox_spec
 
     out = Counter()
     options = {"image_map": image_map} if sandbox == "docker" else {}

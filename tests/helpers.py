@@ -144,7 +144,7 @@ def scripted_answers() -> dict:
 def scripted_process(script: str, *args, log=None, what: str = "scripted server"):
     """A SCRIPTED OpenAI-compatible server (tests/fixtures/<script>) in its own process, once it
     accepts connections; yields (base URL, process) and kills it after."""
-    from horizon.eval.llm import free_port
+    from horizon.eval.models.backends import free_port
 
     port = free_port()
     cmd = [sys.executable, str(FIXTURES / script), "--port", str(port), *map(str, args)]

@@ -19,7 +19,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def _manifest(tasks: str, fmt: str, tmp: Path) -> Path:
-    from horizon.eval.tasks import write_manifest
+    from horizon.eval.tasks.benchmark import write_manifest
 
     out = tmp / "tasks.json"
     write_manifest(tasks, fmt, out, name=Path(tasks).name)
@@ -29,7 +29,7 @@ def _manifest(tasks: str, fmt: str, tmp: Path) -> Path:
 def cmd_collect(a) -> int:
     import tempfile
 
-    from horizon.eval.collect import collect
+    from horizon.eval.collect.corpus import collect
     from horizon.eval.sandbox import toolchain
 
     with tempfile.TemporaryDirectory() as d, toolchain.temporary() as tools:
@@ -49,7 +49,7 @@ def cmd_collect(a) -> int:
 
 
 def cmd_terminus_template(a) -> int:
-    from horizon.eval.reference import export_template
+    from horizon.eval.reference.environment import export_template
 
     t = export_template(a.source, a.out, a.reference_env)
     print(json.dumps({"template": a.out, "kinds": sorted(t.turns)}))
@@ -57,7 +57,7 @@ def cmd_terminus_template(a) -> int:
 
 
 def cmd_extract(a) -> int:
-    from horizon.eval.extract import extract, extract_from_parquet, fallback_template
+    from horizon.eval.agent.extract import extract, extract_from_parquet, fallback_template
 
     if a.corpus.endswith(".parquet"):
         t = extract_from_parquet(a.corpus, a.out, a.confirmation, env=a.reference_env)
@@ -78,7 +78,7 @@ def cmd_extract(a) -> int:
 def cmd_check(a) -> int:
     """Every task loaded, with its warnings; with --sandbox, what that sandbox cannot run (a named skip)."""
     from horizon.eval.oracle import describe, static_unsupported
-    from horizon.eval.tasks import load_benchmark
+    from horizon.eval.tasks.benchmark import load_benchmark
 
     tasks, errors = load_benchmark(a.tasks, a.format)
     skipped = 0
@@ -104,7 +104,7 @@ def cmd_oracle(a) -> int:
     output, a task the sandbox cannot run is a named skip, and the others still run."""
     from horizon.eval.oracle import run_one
     from horizon.eval.sandbox import sweep_run, toolchain
-    from horizon.eval.tasks import load_benchmark
+    from horizon.eval.tasks.benchmark import load_benchmark
 
     tasks, errors = load_benchmark(a.tasks, a.format, a.only)
     if a.sandbox == "local":  # what killed runs left (by their dead pid: never another live job's)

@@ -20,7 +20,7 @@ our own code and words:
 - `task_complete` given as a string is true for "true", "1", "yes" (any case); other values are
   taken by truthiness; with `task_complete` set, a malformed command only costs the commands.
 Each error and warning is an `Issue` (a code and its arguments), worded here in our own words; the
-agent can word them as Terminus-2 does instead (horizon.eval.reference).
+agent can word them as Terminus-2 does instead (horizon.eval.reference.environment).
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ VARIANTS = ("harbor", "tb1")
 
 def _missing() -> str | None:
     """Why the reference environment cannot be used, or None."""
-    from horizon.eval import reference
+    from horizon.eval.reference import environment as reference
 
     if reference.available():
         return None
@@ -41,7 +41,7 @@ def _missing() -> str | None:
 @pytest.fixture(scope="session")
 def reference():
     """{variant: {"template": exported template dict, "parse": [...], "limit": [...], ...}}."""
-    from horizon.eval.reference import run_driver
+    from tests.conformance.theirs import run_driver
 
     why = _missing()
     if why:

@@ -2,17 +2,17 @@
 
 FAKE model (`ScriptedModel`: replies in order, tokens = sum(len(content) // 4 + 4), as the driver
 counts) and scripted terminal (`ScriptedTerminal`: outputs and screens in order, keys recorded,
-scripted timeouts). Everything between them is our real loop (horizon.eval.agent / chat).
+scripted timeouts). Everything between them is our real loop (horizon.eval.agent.loop / conversation).
 """
 
 from __future__ import annotations
 
 import time
 
-from horizon.eval.agent import AgentConfig, _Loop
-from horizon.eval.llm import Backend, BackendError, Completion
-from horizon.eval.prompts import Template
-from horizon.eval.terminal import TerminalTimeout
+from horizon.eval.agent.loop import AgentConfig, _Loop
+from horizon.eval.agent.prompts import Template
+from horizon.eval.agent.terminal import TerminalTimeout
+from horizon.eval.models.backends import Backend, BackendError, Completion
 
 
 class Exhausted(Exception):

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from horizon.eval.extract import extract
-from horizon.eval.prompts import Template
+from horizon.eval.agent.extract import extract
+from horizon.eval.agent.prompts import Template
 from tests.helpers import fixture_rows
 
 

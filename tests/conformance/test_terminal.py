@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from horizon.eval.prompts import Template
+from horizon.eval.agent.prompts import Template
+from horizon.eval.agent.terminal import Terminal, limit_output
 from horizon.eval.sandbox import ExecResult
-from horizon.eval.terminal import Terminal, limit_output
 from tests.conformance.cases import INCREMENTAL_CASES, KEY_PAYLOADS, TRUNCATION_CASES
 from tests.conformance.conftest import VARIANTS
 

@@ -13,9 +13,9 @@ import subprocess
 
 import pytest
 
-from horizon.eval.prompts import Template
+from horizon.eval.agent.prompts import Template
+from horizon.eval.agent.terminal import SESSION, Terminal
 from horizon.eval.sandbox import ExecResult
-from horizon.eval.terminal import SESSION, Terminal
 from tests.conformance.conftest import VARIANTS
 
 pytestmark = pytest.mark.engine
@@ -71,7 +71,7 @@ def ours(variant, template, work, tmux_dir):
 def test_real_tmux_same_as_theirs(reference, variant, tmp_path):
     import shutil
 
-    from horizon.eval.reference import run_driver
+    from tests.conformance.theirs import run_driver
 
     work, tmux_dir = tmp_path / "work", tmp_path / "tmux"  # one after the other in the same directory,
     work.mkdir()  # since the shell prompt shows it

@@ -12,7 +12,7 @@ import re
 
 import pytest
 
-from horizon.eval.prompts import KINDS, Template
+from horizon.eval.agent.prompts import KINDS, Template
 from tests.conformance.conftest import VARIANTS
 from tests.conformance.harness import run_ours
 from tests.conformance.scenarios import CONTEXT, TURNS, for_driver

@@ -1,4 +1,4 @@
-"""Verdicts as the owners reach them: ours (horizon.eval.verdict) against the installed reference graders
+"""Verdicts as the owners reach them: ours (horizon.eval.grading.verdict) against the installed reference graders
 (terminal-bench 0.2.18's PytestParser and SWEBenchParser, harbor 0.26.0's reward-file parsing), on grader
 outputs written in the shapes real graders print, and on the quirks of those parsers."""
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from horizon.eval.verdict import PASSING, parse_reward, tb1_verdict
+from horizon.eval.grading.verdict import PASSING, parse_reward, tb1_verdict
 
 SUMMARY = "=========================== short test summary info ============================"
 END = "============================== {} in 0.05s =============================="
@@ -104,7 +104,7 @@ def theirs():
         if os.environ.get("HORIZON_REQUIRE_ENGINES") == "1":
             pytest.fail(f"reference graders required (HORIZON_REQUIRE_ENGINES=1): {why}")
         pytest.skip(f"reference graders not available: {why}")
-    from horizon.eval import reference
+    from horizon.eval.reference import environment as reference
 
     req = {"tb1": list(TB1.values()), "reward": list(REWARDS.values())}
     p = subprocess.run([str(reference.python()), str(Path(__file__).with_name("verdict_driver.py"))],

@@ -4,7 +4,7 @@ import json
 
 import pyarrow.parquet as pq
 
-from horizon.data.chat import KEEP_THINKING_TEMPLATE
+from horizon.data.chatml import KEEP_THINKING_TEMPLATE
 from tests.helpers import CORPUS_SAMPLE, snakemake, write_config
 
 

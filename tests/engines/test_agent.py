@@ -5,11 +5,11 @@ import time
 
 import pytest
 
-from horizon.eval.agent import AgentConfig
+from horizon.eval.agent.loop import AgentConfig
+from horizon.eval.agent.prompts import Template
 from horizon.eval.attempt import LiveSandboxes, RunContext, run_attempt
-from horizon.eval.llm import ScriptedBackend
-from horizon.eval.prompts import Template
-from horizon.eval.tasks import load_benchmark, load_harbor, load_tb1
+from horizon.eval.models.backends import ScriptedBackend
+from horizon.eval.tasks.benchmark import load_benchmark, load_harbor, load_tb1
 from horizon.terminus import Command, render_response
 from tests.engine_fixtures import sandbox_processes
 from tests.helpers import FIXTURES, REPO
@@ -212,7 +212,7 @@ def test_a_sandbox_ended_from_the_host_is_an_infra_error_with_its_evidence(tools
     import os
     import signal
 
-    from horizon.eval.sandbox.local import LocalSandbox
+    from horizon.eval.sandbox.local.sandbox import LocalSandbox
 
     started = []
     real_start = LocalSandbox.start
@@ -297,7 +297,7 @@ def test_an_endpoint_that_answers_nothing_is_recorded(tools, tiny_tokenizer_dir,
     import threading
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-    from horizon.eval.llm import CompletionsBackend
+    from horizon.eval.models.backends import CompletionsBackend
     from horizon.eval.rollout import run_repeat
 
     replies = iter([{"choices": [{"text": "", "finish_reason": "stop"}]}] * 3 + [{"choices": []}] * 20)

@@ -6,8 +6,8 @@ import pytest
 
 from horizon.data.normalize import normalize
 from horizon.data.sources import download
-from horizon.eval.collect import collect
-from horizon.eval.tasks import write_manifest
+from horizon.eval.collect.corpus import collect
+from horizon.eval.tasks.benchmark import write_manifest
 from tests.helpers import REPO, same_terminal
 
 pytestmark = pytest.mark.engine

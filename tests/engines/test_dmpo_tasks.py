@@ -3,8 +3,8 @@ harness in every variant (its mistakes really fail and are recovered), as it doe
 
 import pytest
 
-from horizon.eval.collect import collect
-from horizon.eval.tasks import write_manifest
+from horizon.eval.collect.corpus import collect
+from horizon.eval.tasks.benchmark import write_manifest
 from tests.helpers import REPO
 
 pytestmark = pytest.mark.engine

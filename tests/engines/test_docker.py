@@ -9,13 +9,13 @@ import time
 
 import pytest
 
-from horizon.eval.agent import AgentConfig
+from horizon.eval.agent.loop import AgentConfig
+from horizon.eval.agent.prompts import Template
 from horizon.eval.attempt import LiveSandboxes, RunContext, run_attempt
-from horizon.eval.llm import ScriptedBackend
-from horizon.eval.prompts import Template
+from horizon.eval.models.backends import ScriptedBackend
 from horizon.eval.sandbox import SandboxSpec
-from horizon.eval.sandbox.docker import DockerSandbox, client, ensure_image
-from horizon.eval.tasks import load_harbor, load_tb1
+from horizon.eval.sandbox.docker.sandbox import DockerSandbox, client, ensure_image
+from horizon.eval.tasks.benchmark import load_harbor, load_tb1
 from horizon.terminus import Command, render_response
 from tests.helpers import FIXTURES, REPO
 
@@ -100,12 +100,12 @@ def test_image_cache_labels_limits_and_no_network(dockerd, tools):
 
 JOB = r"""
 import sys
-from horizon.eval.agent import AgentConfig
-from horizon.eval.llm import ScriptedBackend
-from horizon.eval.prompts import Template
+from horizon.eval.agent.loop import AgentConfig
+from horizon.eval.models.backends import ScriptedBackend
+from horizon.eval.agent.prompts import Template
 from horizon.eval.attempt import RunContext
 from horizon.eval.rollout import run_repeat
-from horizon.eval.tasks import load_harbor
+from horizon.eval.tasks.benchmark import load_harbor
 from horizon.terminus import Command, render_response
 ans = lambda c, done=False, d=0.2: render_response("a", "p", [Command(c, d)] if c else [], done, reasoning="r")
 script = [ans("sleep 30\n", d=30), ans("echo hello > /app/out.txt\n"), ans(None, True), ans(None, True)]
@@ -208,7 +208,7 @@ def test_a_container_killed_through_the_daemon_is_an_infra_error(dockerd, tools,
 
 
 def test_sweep_removes_stale_containers_of_the_same_run(dockerd, tools):
-    from horizon.eval.sandbox.docker import sweep
+    from horizon.eval.sandbox.docker.sandbox import sweep
 
     spec = SandboxSpec(
         name="stale",

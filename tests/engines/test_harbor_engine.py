@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from horizon.eval.reference import env_dir
+from horizon.eval.reference.environment import env_dir
 from horizon.eval.settings import Attempt
-from horizon.eval.tasks import write_manifest
+from horizon.eval.tasks.benchmark import write_manifest
 from horizon.report.metrics import build_cell, read_attempts
 from horizon.report.tables import TableInputs, write_table
 from horizon.terminus import parse

@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from horizon.eval.agent import AgentConfig
+from horizon.eval.agent.loop import AgentConfig
+from horizon.eval.agent.prompts import Template
 from horizon.eval.attempt import LiveSandboxes, RunContext, run_attempt
-from horizon.eval.llm import ScriptedBackend
-from horizon.eval.prompts import Template
-from horizon.eval.tasks import load_harbor
+from horizon.eval.models.backends import ScriptedBackend
+from horizon.eval.tasks.benchmark import load_harbor
 from horizon.terminus import Command, render_response
 from tests.helpers import BIN, FIXTURES, REPO
 

@@ -9,7 +9,7 @@ import shutil
 import pytest
 
 from horizon.eval.oracle import run_one
-from horizon.eval.tasks import load_harbor, load_tb1
+from horizon.eval.tasks.benchmark import load_harbor, load_tb1
 from tests.helpers import FIXTURES
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
@@ -104,10 +104,10 @@ def test_every_uv_and_pip_pattern_works_offline(sandbox, tools, tmp_path, patter
 
 def test_a_multi_step_attempt_is_recorded_step_by_step(tools):
     """Through the real agent loop (a scripted model): each step its own instruction, its own tests."""
-    from horizon.eval.agent import AgentConfig
+    from horizon.eval.agent.loop import AgentConfig
+    from horizon.eval.agent.prompts import Template
     from horizon.eval.attempt import LiveSandboxes, RunContext, run_attempt
-    from horizon.eval.llm import ScriptedBackend
-    from horizon.eval.prompts import Template
+    from horizon.eval.models.backends import ScriptedBackend
     from horizon.terminus import Command, render_response
     from tests.helpers import REPO
 
@@ -129,10 +129,10 @@ def test_a_multi_step_attempt_is_recorded_step_by_step(tools):
 
 
 def test_a_rollout_records_what_the_sandbox_cannot_run_as_unsupported(tools, tmp_path):
-    from horizon.eval.agent import AgentConfig
+    from horizon.eval.agent.loop import AgentConfig
+    from horizon.eval.agent.prompts import Template
     from horizon.eval.attempt import RunContext
-    from horizon.eval.llm import ScriptedBackend
-    from horizon.eval.prompts import Template
+    from horizon.eval.models.backends import ScriptedBackend
     from horizon.eval.rollout import run_repeat
     from tests.helpers import REPO
 
@@ -147,10 +147,10 @@ def test_a_rollout_records_what_the_sandbox_cannot_run_as_unsupported(tools, tmp
 def test_run_tests_in_same_shell_as_the_switch_says(tools, tmp_path, mode):
     """TB1 run_tests_in_same_shell: the tests see the agent's shell only under eval.same_shell_tests = agent;
     the default (a fresh grader) is recorded as a deviation from the task's owner."""
-    from horizon.eval.agent import AgentConfig
+    from horizon.eval.agent.loop import AgentConfig
+    from horizon.eval.agent.prompts import Template
     from horizon.eval.attempt import LiveSandboxes, RunContext, run_attempt
-    from horizon.eval.llm import ScriptedBackend
-    from horizon.eval.prompts import Template
+    from horizon.eval.models.backends import ScriptedBackend
     from horizon.terminus import Command, render_response
     from tests.helpers import REPO
 

@@ -5,12 +5,12 @@ import json
 
 import pytest
 
-from horizon.eval.agent import AgentConfig
+from horizon.eval.agent.loop import AgentConfig
+from horizon.eval.agent.prompts import Template
 from horizon.eval.attempt import RunContext
-from horizon.eval.llm import TransformersBackend
-from horizon.eval.prompts import Template
+from horizon.eval.models.backends import TransformersBackend
 from horizon.eval.rollout import run_repeat
-from horizon.eval.tasks import load_harbor
+from horizon.eval.tasks.benchmark import load_harbor
 from tests.helpers import REPO
 
 pytestmark = pytest.mark.engine

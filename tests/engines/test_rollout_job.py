@@ -16,12 +16,12 @@ pytestmark = pytest.mark.engine
 
 JOB = r"""
 import logging, sys
-from horizon.eval.agent import AgentConfig
-from horizon.eval.llm import ScriptedBackend
-from horizon.eval.prompts import Template
+from horizon.eval.agent.loop import AgentConfig
+from horizon.eval.models.backends import ScriptedBackend
+from horizon.eval.agent.prompts import Template
 from horizon.eval.attempt import RunContext
 from horizon.eval.rollout import run_repeat
-from horizon.eval.tasks import load_harbor
+from horizon.eval.tasks.benchmark import load_harbor
 from horizon.terminus import Command, render_response
 logging.basicConfig(level=logging.INFO, stream=sys.stderr)
 ans = lambda cmds, done=False, d=0.1: render_response("a", "p", [Command(c, d) for c in cmds], done, reasoning="r")

@@ -11,10 +11,10 @@ import pytest
 
 from horizon.data.normalize import normalize
 from horizon.data.sources import download
-from horizon.eval.agent import AgentConfig
-from horizon.eval.collect import collect_teacher
-from horizon.eval.llm import ChatBackend
-from horizon.eval.tasks import read_manifest
+from horizon.eval.agent.loop import AgentConfig
+from horizon.eval.collect.corpus import collect_teacher
+from horizon.eval.models.backends import ChatBackend
+from horizon.eval.tasks.benchmark import read_manifest
 from horizon.synth.cascade import SynthSettings
 from horizon.synth.run import SynthError, synthesize
 from horizon.synth.seeds import load_seeds
@@ -116,8 +116,8 @@ def test_an_endpoint_that_dies_mid_run_resumes_without_asking_finished_seeds_aga
 def test_a_local_teacher_served_by_vllm_collects_through_the_chat_route(tools, tmp_path, monkeypatch):
     """`collect.teacher.vllm_model`: a FAKE `vllm serve` (tests/fixtures/fake_vllm.py; no GPU here) started
     for the collection, answering the chat route; stopped after it."""
-    from horizon.eval.collect import collect_with_teacher
-    from horizon.eval.tasks import write_manifest
+    from horizon.eval.collect.corpus import collect_with_teacher
+    from horizon.eval.tasks.benchmark import write_manifest
 
     write_manifest(REPO / "demo" / "tasks", "harbor", tmp_path / "tasks.json", only=["sort-names"])
     solve = {"analysis": "a", "plan": "p", "commands": [{"keystrokes": "sort -u names.txt > sorted.txt\n",

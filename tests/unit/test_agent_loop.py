@@ -7,7 +7,7 @@ and bad input from the model or the endpoint.
 
 import json
 
-from horizon.eval.prompts import Template
+from horizon.eval.agent.prompts import Template
 from tests.conformance.harness import run_ours
 from tests.conformance.scenarios import LS, OBS, SUMMARY, ans, scenario
 from tests.helpers import REPO
@@ -28,7 +28,7 @@ def test_optional_caps():
     r = run_ours(scenario([ans("ls\n")] * 10, [LS], max_episodes=3), DEMO)
     assert r["result"].ended == "max_episodes" and r["result"].episodes == 3
     sc = scenario([{"text": "nope"}] * 10, [LS])
-    from horizon.eval.agent import AgentConfig, _Loop
+    from horizon.eval.agent.loop import AgentConfig, _Loop
     from tests.conformance.harness import ScriptedModel, ScriptedTerminal
 
     loop = _Loop(ScriptedTerminal(sc), ScriptedModel(sc["replies"]), DEMO,

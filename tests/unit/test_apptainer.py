@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from horizon.eval.sandbox import SandboxError, SandboxSpec
-from horizon.eval.sandbox.apptainer import ApptainerSandbox
+from horizon.eval.sandbox.apptainer.sandbox import ApptainerSandbox
 
 
 def sandbox(**kw):

@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from horizon.eval.sandbox.limits import Cgroup
+from horizon.eval.sandbox.local.limits import Cgroup
 
 
 def v2_cgroup(d: Path, pids: int, pids_max: int = 64, refused: int = 0, memory_mb: int = 10) -> Cgroup:

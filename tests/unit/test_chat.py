@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from horizon.data.chat import IM_END, KEEP_THINKING_TEMPLATE, ChatSerializer, render
+from horizon.data.chatml import IM_END, KEEP_THINKING_TEMPLATE, ChatSerializer, render
 from tests.helpers import fixture_rows
 
 ADVERSARIAL = [

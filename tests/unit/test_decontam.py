@@ -24,7 +24,7 @@ FILLER = "the quick brown fox jumps over the lazy dog while a cat sleeps on the 
 
 
 def first_turn(instruction):
-    from horizon.eval.prompts import Template
+    from horizon.eval.agent.prompts import Template
 
     return Template.load(REPO / "demo" / "prompt.yaml").first(instruction, "root@box:/app# ")
 

@@ -7,10 +7,10 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from horizon.data.chat import ChatSerializer
+from horizon.data.chatml import ChatSerializer
 from horizon.dmpo.pairs import NoPairs, assistant_turn_ids, build_pairs, draw_pairs
 from horizon.eval.settings import Attempt
-from horizon.eval.tasks import write_manifest
+from horizon.eval.tasks.benchmark import write_manifest
 from tests.helpers import REPO
 
 
@@ -113,7 +113,7 @@ def test_assistant_turn_ids_tag_content_and_im_end_of_each_assistant_turn(tiny_t
 
 
 def test_training_tasks_that_are_benchmark_tasks_are_refused_by_id_and_by_instruction(tmp_path):
-    from horizon.dmpo.tasks import training_manifest
+    from horizon.dmpo.training_tasks import training_manifest
 
     bench = tmp_path / "bench.json"
     write_manifest(REPO / "demo" / "tasks", "harbor", bench, name="demo")
@@ -155,7 +155,7 @@ def test_reference_logprobs_are_per_turn_sums_under_the_model_and_tied_to_it(tmp
     import torch
     from transformers import AutoModelForCausalLM
 
-    from horizon.dmpo.reference import compute_reference, load_reference, trajectories
+    from horizon.dmpo.ref_logprobs import compute_reference, load_reference, trajectories
 
     model_dir = tiny_corpus / "student"
     out = tmp_path / "reference.parquet"
@@ -182,7 +182,7 @@ def test_reference_logprobs_are_per_turn_sums_under_the_model_and_tied_to_it(tmp
 
 
 def test_reference_resumes_from_its_partial_file_and_drops_one_of_another_model(tmp_path, tiny_corpus, pairs):
-    from horizon.dmpo.reference import compute_reference, file_sha256, model_sha256, trajectories
+    from horizon.dmpo.ref_logprobs import compute_reference, file_sha256, model_sha256, trajectories
     from horizon.io import Journal
 
     model_dir, out = tiny_corpus / "student", tmp_path / "reference.parquet"
@@ -207,7 +207,7 @@ def test_pair_examples_are_rebuilt_when_the_pairs_or_reference_change(tmp_path, 
     import pyarrow as pa
 
     from horizon.dmpo.launch import DMPOSpec, build_examples
-    from horizon.dmpo.reference import compute_reference, load_reference
+    from horizon.dmpo.ref_logprobs import compute_reference, load_reference
 
     model_dir = tiny_corpus / "student"
     compute_reference(pairs, model_dir, tmp_path / "reference.parquet")

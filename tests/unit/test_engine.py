@@ -1,4 +1,4 @@
-"""The in-process generation engine: the KV cache and batching change no output bit, a rewritten history
+"""The in-process generation batcher: the KV cache and batching change no output bit, a rewritten history
 falls back to its common prefix, and the backend answers as one generate() call per episode does."""
 
 import threading
@@ -6,9 +6,9 @@ import threading
 import pytest
 import torch
 
-from horizon.eval.engine import Engine, Request, Sampler
-from horizon.eval.kvstep import Qwen3Step
-from horizon.eval.llm import TransformersBackend
+from horizon.eval.models.backends import TransformersBackend
+from horizon.eval.models.batching import Batcher, Request, Sampler
+from horizon.eval.models.kvstep import Qwen3Step
 from tests.helpers import fixture_rows
 
 
@@ -36,20 +36,20 @@ def tokens(n: int, seed: int) -> list[int]:
     return torch.randint(3, 1024, (n,), generator=torch.Generator().manual_seed(seed)).tolist()
 
 
-def full_encode(engine: Engine, seq: list[int]):
+def full_encode(batcher: Batcher, seq: list[int]):
     """The logits after `seq` run in one piece in a fresh session (no cache, no company)."""
-    return engine.run_step([(engine.session(), seq)])[0]
+    return batcher.run_step([(batcher.session(), seq)])[0]
 
 
 @pytest.mark.parametrize("threads", [1, 2], indirect=True)
 def test_logits_do_not_depend_on_cache_chunks_or_batch(model, threads):
     """Four conversations of different lengths, run in random chunks (mostly one token, as when decoding)
     and random company, give at every probe the same bits as a full re-encode of their prefix."""
-    engine = Engine(model, eos_token_id=-1)
+    batcher = Batcher(model, eos_token_id=-1)
     seqs = [tokens(n, i) for i, n in enumerate((700, 131, 1100, 17))]
     probes = [{1, 2, 129, 400, 700}, {16, 128, 131}, {300, 1024, 1100}, {1, 17}]
-    want = {(i, u): full_encode(engine, s[:u]) for i, s in enumerate(seqs) for u in probes[i]}
-    sessions = [engine.session() for _ in seqs]
+    want = {(i, u): full_encode(batcher, s[:u]) for i, s in enumerate(seqs) for u in probes[i]}
+    sessions = [batcher.session() for _ in seqs]
     fed, rng, checked = [0] * len(seqs), torch.Generator().manual_seed(5), 0
     while any(fed[i] < len(s) for i, s in enumerate(seqs)):
         step, who = [], []
@@ -67,7 +67,7 @@ def test_logits_do_not_depend_on_cache_chunks_or_batch(model, threads):
             fed[i] += n
         if not step:
             continue
-        for i, logits in zip(who, engine.run_step(step)):
+        for i, logits in zip(who, batcher.run_step(step)):
             if fed[i] in probes[i]:
                 assert torch.equal(logits, want[(i, fed[i])]), (
                     i,
@@ -80,11 +80,11 @@ def test_logits_do_not_depend_on_cache_chunks_or_batch(model, threads):
 
 def test_engine_logits_are_the_models(model):
     """The engine's hand-run decoder computes transformers' Qwen3 forward (eager attention)."""
-    engine = Engine(model, eos_token_id=-1)
+    batcher = Batcher(model, eos_token_id=-1)
     seq = tokens(300, 9)
     with torch.inference_mode():
         ref = model(torch.tensor([seq])).logits[0, -1]
-    torch.testing.assert_close(full_encode(engine, seq), ref, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(full_encode(batcher, seq), ref, atol=1e-5, rtol=1e-5)
 
 
 def in_threads(fn, n: int) -> list:
@@ -107,9 +107,11 @@ def in_threads(fn, n: int) -> list:
     return out
 
 
-def run_requests(engine: Engine, prompts, seeds, temperature: float, parallel: bool) -> list[list[int]]:
+def run_requests(batcher: Batcher, prompts, seeds, temperature: float, parallel: bool) -> list[list[int]]:
     def one(i):
-        return engine.run(Request(engine.session(), prompts[i], 40, Sampler(temperature, 0.9, seeds[i]))).out
+        return batcher.run(
+            Request(batcher.session(), prompts[i], 40, Sampler(temperature, 0.9, seeds[i]))
+        ).out
 
     return in_threads(one, len(prompts)) if parallel else [one(i) for i in range(len(prompts))]
 
@@ -118,8 +120,8 @@ def run_requests(engine: Engine, prompts, seeds, temperature: float, parallel: b
 def test_outputs_do_not_depend_on_batching(model, temperature):
     """Six requests at once (batched, arriving in any order) sample what each samples alone."""
     prompts, seeds = [tokens(n, 20 + n) for n in (5, 90, 400, 33, 250, 700)], [11, 12, 13, 14, 15, 16]
-    together = Engine(model, eos_token_id=-1)
-    alone = Engine(model, eos_token_id=-1, batching=False)
+    together = Batcher(model, eos_token_id=-1)
+    alone = Batcher(model, eos_token_id=-1, batching=False)
     try:
         assert run_requests(together, prompts, seeds, temperature, True) == run_requests(
             alone, prompts, seeds, temperature, False
@@ -133,22 +135,22 @@ def test_outputs_do_not_depend_on_batching(model, temperature):
 def test_a_rewritten_history_falls_back_to_the_common_prefix(model):
     """A prompt that no longer extends the cache (an observation truncated in the middle) reuses only the
     common prefix, is counted, and answers what a fresh session answers."""
-    engine = Engine(model, eos_token_id=-1)
+    batcher = Batcher(model, eos_token_id=-1)
     try:
-        sess = engine.session()
-        first = engine.run(Request(sess, tokens(200, 1), 30, Sampler(0.6, 1.0, 3)))
+        sess = batcher.session()
+        first = batcher.run(Request(sess, tokens(200, 1), 30, Sampler(0.6, 1.0, 3)))
         assert first.reused == 0 and not first.continued
         history = first.prompt + first.out[:-1]
         assert sess.ids == history  # the last sampled token was never run
-        follow = engine.run(Request(sess, history + tokens(50, 2), 30, Sampler(0.6, 1.0, 4)))
+        follow = batcher.run(Request(sess, history + tokens(50, 2), 30, Sampler(0.6, 1.0, 4)))
         assert follow.continued and follow.reused == len(history)
         changed = follow.prompt[:120] + [7, 7, 7] + follow.prompt[125:]
-        miss = engine.run(Request(sess, changed, 30, Sampler(0.6, 1.0, 5)))
+        miss = batcher.run(Request(sess, changed, 30, Sampler(0.6, 1.0, 5)))
         assert not miss.continued and miss.reused == 120
-        fresh = engine.run(Request(engine.session(), changed, 30, Sampler(0.6, 1.0, 5)))
+        fresh = batcher.run(Request(batcher.session(), changed, 30, Sampler(0.6, 1.0, 5)))
         assert fresh.reused == 0 and miss.out == fresh.out
     finally:
-        engine.close()
+        batcher.close()
 
 
 def conversations():
@@ -180,13 +182,13 @@ def test_backend_answers_as_one_generate_per_episode(tiny_corpus, temperature):
     student = tiny_corpus / "student"
     plain = TransformersBackend(student, student, temperature=temperature, kv_cache=False, batching=False)
     fast = TransformersBackend(student, student, temperature=temperature)
-    assert plain.engine is None and fast.engine is not None
+    assert plain.batcher is None and fast.batcher is not None
     convs = conversations()
     want = [talk(plain, c, 100 * i) for i, c in enumerate(convs)]
     got = in_threads(lambda i: talk(fast, convs[i], 100 * i), len(convs))
     fast.close()
     assert len(convs) == 3 and got == want
-    assert fast.engine.stats["reused_tokens"] > 0
+    assert fast.batcher.stats["reused_tokens"] > 0
 
 
 def test_backend_reports_the_cache_per_call(tiny_corpus):
@@ -201,21 +203,21 @@ def test_backend_reports_the_cache_per_call(tiny_corpus):
 
 
 def test_a_failing_engine_raises_in_the_caller(model, monkeypatch):
-    engine = Engine(model, eos_token_id=-1)
+    batcher = Batcher(model, eos_token_id=-1)
 
     def broken(*a, **k):
         raise RuntimeError("kaput")
 
     monkeypatch.setattr(Qwen3Step, "__call__", broken)
     with pytest.raises(RuntimeError, match="generation engine failed") as e:
-        engine.run(Request(engine.session(), tokens(10, 0), 5, Sampler(0.0, 1.0, 0)))
+        batcher.run(Request(batcher.session(), tokens(10, 0), 5, Sampler(0.0, 1.0, 0)))
     assert "kaput" in str(e.value.__cause__)
     with pytest.raises(RuntimeError, match="failed earlier"):
-        engine.run(Request(engine.session(), tokens(10, 0), 5, Sampler(0.0, 1.0, 0)))
+        batcher.run(Request(batcher.session(), tokens(10, 0), 5, Sampler(0.0, 1.0, 0)))
 
 
 def test_sessions_of_finished_threads_give_their_slot_back(model):
-    backend_like = Engine(model, eos_token_id=-1)
+    backend_like = Batcher(model, eos_token_id=-1)
     local = threading.local()
 
     def attempt():
@@ -236,7 +238,7 @@ def test_a_model_the_engine_cannot_run_falls_back_to_generate(tmp_path, tiny_cor
     AutoModelForCausalLM.from_config(cfg).save_pretrained(tmp_path / "llama")
     student = tiny_corpus / "student"
     b = TransformersBackend(tmp_path / "llama", student, temperature=0.0)
-    assert b.engine is None and "runs Qwen3 decoders only" in caplog.text
+    assert b.batcher is None and "runs Qwen3 decoders only" in caplog.text
     assert b.complete(conversations()[0], seed=0, max_tokens=4).completion_tokens > 0
 
 
@@ -253,7 +255,7 @@ def test_a_machine_whose_kernels_are_not_batch_invariant_gets_plain_generate(
     monkeypatch.setattr(Qwen3Step, "__call__", batch_dependent)
     student = tiny_corpus / "student"
     b = TransformersBackend(student, student, temperature=0.0)
-    assert b.engine is None and "not batch invariant on this machine" in caplog.text
+    assert b.batcher is None and "not batch invariant on this machine" in caplog.text
 
 
 def test_a_summarised_history_falls_back_cleanly(tiny_corpus):

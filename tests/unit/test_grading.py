@@ -3,11 +3,11 @@ where a sandbox's cgroup goes, and errors that name what failed."""
 
 import pytest
 
-from horizon.eval.agent import AgentResult
+from horizon.eval.agent.loop import AgentResult
 from horizon.eval.attempt import failure_mode
-from horizon.eval.grading import Grade, parse_reward
+from horizon.eval.grading.grader import Grade, parse_reward
 from horizon.eval.sandbox import Diagnosis, SandboxError
-from horizon.eval.sandbox import limits as cgroups
+from horizon.eval.sandbox.local import limits as cgroups
 
 
 @pytest.mark.parametrize(
@@ -123,7 +123,7 @@ def test_without_any_delegation_the_error_says_why(tmp_path):
 
 def test_an_unreachable_docker_daemon_is_named(monkeypatch):
     pytest.importorskip("docker")
-    from horizon.eval.sandbox.docker import client
+    from horizon.eval.sandbox.docker.sandbox import client
 
     monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/horizon-docker.sock")
     with pytest.raises(
@@ -136,7 +136,7 @@ def test_a_garbled_silent_or_closed_init_channel_is_a_sandbox_error():
     import socket
     import time
 
-    from horizon.eval.sandbox.hostexec import InitChannel
+    from horizon.eval.sandbox.local.hostexec import InitChannel
 
     ours, fake_init = socket.socketpair(
         socket.AF_UNIX, socket.SOCK_SEQPACKET

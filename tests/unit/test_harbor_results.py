@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from horizon.eval.harbor_results import HarborResultError, convert_job, drop_interrupted, read_episodes
+from horizon.eval.harbor.results import HarborResultError, convert_job, drop_interrupted, read_episodes
 from horizon.eval.settings import Attempt
 from horizon.report.metrics import build_cell
 from tests.helpers import FIXTURES, HARBOR_RUN_TASKS

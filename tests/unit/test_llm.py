@@ -5,8 +5,8 @@ import sys
 
 import pytest
 
-from horizon.data.chat import ChatSerializer
-from horizon.eval.llm import BackendError, CompletionsBackend, TransformersBackend, VLLMServer
+from horizon.data.chatml import ChatSerializer
+from horizon.eval.models.backends import BackendError, CompletionsBackend, TransformersBackend, VLLMServer
 from horizon.terminus import parse_response
 from tests.helpers import FIXTURES, REPO, fixture_rows
 
@@ -96,7 +96,7 @@ def test_each_episode_prompt_extends_the_previous_prompt_and_answer(
     conversation (the demo's template; observations with blank lines, unicode, a parse error), the token
     ids of episode n+1 start with episode n's prompt, its answer's tokens and the stop token, so the
     server serves all but the last partial block of the history from its cache."""
-    from horizon.eval.prompts import Template
+    from horizon.eval.agent.prompts import Template
 
     answers = [
         '<think>\nlook around\n</think>\n\n{"analysis": "a", "plan": "p", "commands": '

@@ -2,8 +2,8 @@ import re
 
 import pytest
 
-from horizon.eval.extract import extract
-from horizon.eval.prompts import GENERIC, KINDS, Template, fill
+from horizon.eval.agent.extract import extract
+from horizon.eval.agent.prompts import GENERIC, KINDS, Template, fill
 from tests.helpers import REPO, fixture_rows
 
 
@@ -50,7 +50,7 @@ def test_save_load_roundtrip(tmp_path):
 
 
 def test_generic_wording_has_every_placeholder():
-    from horizon.eval.prompts import PLACEHOLDERS
+    from horizon.eval.agent.prompts import PLACEHOLDERS
 
     for kind, text in GENERIC.items():
         assert all("{" + p + "}" in text for p in PLACEHOLDERS[kind]), kind

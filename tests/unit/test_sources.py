@@ -235,7 +235,7 @@ def test_drop_observations_keeps_the_framing_and_the_turns():
 
 
 def test_the_blind_teacher_acts_without_inspecting():
-    from horizon.eval.teacher import load_plan, script
+    from horizon.eval.collect.teacher import load_plan, script
 
     plan = load_plan(REPO / "demo" / "tasks" / "count-rows")
     for variant in range(4):

@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-from horizon.eval.llm import ChatBackend
-from horizon.eval.tasks import load_harbor
+from horizon.eval.models.backends import ChatBackend
+from horizon.eval.tasks.benchmark import load_harbor
 from horizon.synth.cascade import SynthSettings, task_toml
 from horizon.synth.files import BadAnswer, parse_files, parse_review
 from horizon.synth.run import SynthError, synthesize

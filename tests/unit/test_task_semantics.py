@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from horizon.eval import compose, dockerfile
-from horizon.eval.sandbox import imagebuild
-from horizon.eval.tasks import TaskError, load_benchmark, load_harbor, load_tb1, network_allowed
+from horizon.eval.sandbox.local import imagebuild
+from horizon.eval.tasks import compose, dockerfile
+from horizon.eval.tasks.benchmark import TaskError, load_benchmark, load_harbor, load_tb1, network_allowed
 
 
 def harbor_task(root: Path, toml: str = "", dockerfile_text: str = "FROM x\n", name: str = "t",

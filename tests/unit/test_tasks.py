@@ -1,7 +1,7 @@
 import pytest
 
-from horizon.eval.tasks import TaskError, load_benchmark, load_harbor, load_tb1
-from horizon.eval.verdict import ParseError, pytest_results
+from horizon.eval.grading.verdict import ParseError, pytest_results
+from horizon.eval.tasks.benchmark import TaskError, load_benchmark, load_harbor, load_tb1
 from tests.helpers import FIXTURES
 
 

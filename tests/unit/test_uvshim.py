@@ -1,8 +1,8 @@
-"""The uv wrapper's adjustments (horizon.eval.sandbox.uvshim), pattern by pattern of the public graders."""
+"""The uv wrapper's adjustments (horizon.eval.sandbox.programs.uvshim), pattern by pattern of the public graders."""
 
 import pytest
 
-from horizon.eval.sandbox import uvshim
+from horizon.eval.sandbox.programs import uvshim
 
 HELD = {"pytest": "9.2.0", "pytest-json-ctrf": "0.6.1", "pluggy": "1.7.0"}
 

@@ -1,4 +1,4 @@
-from horizon.eval.tasks import write_manifest
+from horizon.eval.tasks.benchmark import write_manifest
 from horizon.io import setup_logging
 
 setup_logging(snakemake.log[0])

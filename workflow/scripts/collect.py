@@ -1,4 +1,4 @@
-from horizon.eval.collect import collect, collect_with_teacher
+from horizon.eval.collect.corpus import collect, collect_with_teacher
 from horizon.eval.sandbox import toolchain
 from horizon.io import setup_logging
 

@@ -1,4 +1,4 @@
-from horizon.dmpo.reference import compute_reference
+from horizon.dmpo.ref_logprobs import compute_reference
 from horizon.io import read_json, setup_logging
 
 # the reference is the policy itself (base: the student's weights)

@@ -1,4 +1,4 @@
-from horizon.dmpo.tasks import preference_rollouts
+from horizon.dmpo.training_tasks import preference_rollouts
 from horizon.eval.settings import EvalSettings
 from horizon.io import read_json, setup_logging
 

@@ -1,4 +1,4 @@
-from horizon.dmpo.tasks import training_manifest
+from horizon.dmpo.training_tasks import training_manifest
 from horizon.io import setup_logging
 
 setup_logging(snakemake.log[0])

@@ -1,8 +1,8 @@
 from pathlib import Path
 
 from horizon.dmpo.launch import DMPOSpec, train_dmpo
-from horizon.dmpo.reference import reference_meta
-from horizon.dmpo.tasks import rollout_hours
+from horizon.dmpo.ref_logprobs import reference_meta
+from horizon.dmpo.training_tasks import rollout_hours
 from horizon.io import read_json, setup_logging
 
 # DMPO from the policy's weights (fresh optimizer and schedule); the reference log-probs were computed under them

@@ -1,4 +1,4 @@
-from horizon.eval.extract import extract_from_parquet
+from horizon.eval.agent.extract import extract_from_parquet
 from horizon.io import setup_logging
 
 setup_logging(snakemake.log[0])

@@ -1,4 +1,4 @@
-from horizon.eval.reference import export_template
+from horizon.eval.reference.environment import export_template
 from horizon.io import setup_logging
 
 setup_logging(snakemake.log[0])

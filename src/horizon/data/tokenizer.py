@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
-from horizon.data.chat import IM_END, IM_START, KEEP_THINKING_TEMPLATE
+from horizon.data.chatml import IM_END, IM_START, KEEP_THINKING_TEMPLATE
 
 # Qwen2/Qwen3 pre-tokenizer pattern (single digits; letters with an optional leading non-letter).
 QWEN_PATTERN = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"

@@ -77,7 +77,7 @@ OBSERVATIONS_KEY = b"horizon.observations"
 def observation_forms(template_path: str | Path) -> list[tuple[str, str]]:
     """(text before, text after) the terminal output in the template's confirm and observation turns.
 
-    In a template of horizon.eval.prompts' format 2 the terminal output is itself framed
+    In a template of horizon.eval.agent.prompts' format 2 the terminal output is itself framed
     (`terminal_new`, or `terminal_screen` when the earlier output scrolled away), so each turn is
     composed with both framings; an older template has the framing in the turn itself."""
     import yaml
@@ -150,7 +150,7 @@ def tokenize_shard(
         os.environ["RAYON_NUM_THREADS"] = str(threads)
     import time
 
-    from horizon.data.chat import ChatSerializer
+    from horizon.data.chatml import ChatSerializer
     from horizon.data.tokenizer import load
 
     t0 = time.perf_counter()

@@ -22,7 +22,7 @@ import pyarrow.parquet as pq
 
 from horizon.data.tokens import list_array
 from horizon.dmpo.pairs import SIDES, assistant_turn_ids, side_rows
-from horizon.dmpo.reference import file_sha256, load_reference
+from horizon.dmpo.ref_logprobs import file_sha256, load_reference
 from horizon.io import write_json
 
 log = logging.getLogger("horizon.dmpo.launch")

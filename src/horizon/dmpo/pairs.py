@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from horizon.data.chat import SUPERVISED, ChatSerializer
+from horizon.data.chatml import SUPERVISED, ChatSerializer
 from horizon.data.tokens import list_array
 from horizon.eval.settings import Attempt
 from horizon.io import write_json, write_table

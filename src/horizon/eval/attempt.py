@@ -16,13 +16,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from horizon.eval import steps as multistep
-from horizon.eval.agent import AgentConfig, AgentResult, run_agent
-from horizon.eval.grading import Grade, grade
-from horizon.eval.llm import Backend
-from horizon.eval.prompts import Template
+from horizon.eval.agent.loop import AgentConfig, AgentResult, run_agent
+from horizon.eval.agent.prompts import Template
+from horizon.eval.grading.grader import Grade, grade
+from horizon.eval.models.backends import Backend
 from horizon.eval.sandbox import Sandbox, SandboxError, Unsupported, make_sandbox
 from horizon.eval.settings import Attempt
-from horizon.eval.tasks import Step, Task, network_allowed, sandbox_spec
+from horizon.eval.tasks.benchmark import Step, Task, network_allowed, sandbox_spec
 from horizon.io import write_json
 
 log = logging.getLogger("horizon.eval.attempt")

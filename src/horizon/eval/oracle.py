@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from horizon.eval.sandbox import SandboxError, Unsupported, make_sandbox
-from horizon.eval.tasks import Task, sandbox_spec
+from horizon.eval.tasks.benchmark import Task, sandbox_spec
 
 TAIL_LINES = 15
 
@@ -34,8 +34,8 @@ def static_unsupported(task: Task, sandbox: str) -> str | None:
         return f"docker-compose.yaml has {len(task.services)} services ({', '.join(task.services)}): one sandbox runs one"
     if sandbox != "local" or not task.build_context:
         return None
-    from horizon.eval import dockerfile
-    from horizon.eval.sandbox import imagebuild
+    from horizon.eval.sandbox.local import imagebuild
+    from horizon.eval.tasks import dockerfile
 
     plan = dockerfile.plan(Path(task.build_context) / task.dockerfile, {"BASE_IMAGE": "horizon-local"})
     reasons = imagebuild.static_reasons(plan)

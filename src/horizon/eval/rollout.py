@@ -22,14 +22,14 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from horizon.eval.agent import AgentConfig, episode_seed
+from horizon.eval.agent.loop import AgentConfig, episode_seed
+from horizon.eval.agent.prompts import Template
+from horizon.eval.agent.terminal import TerminalLost
 from horizon.eval.attempt import Cancelled, LiveSandboxes, RunContext, run_attempt
-from horizon.eval.llm import BackendError
-from horizon.eval.prompts import Template
+from horizon.eval.models.backends import BackendError
 from horizon.eval.sandbox import SandboxError, sweep_run
 from horizon.eval.settings import Attempt, EvalSettings
-from horizon.eval.tasks import Task
-from horizon.eval.terminal import TerminalLost
+from horizon.eval.tasks.benchmark import Task
 from horizon.io import Journal, write_text
 from horizon.progress import Progress
 
@@ -192,7 +192,7 @@ def run_repeat(
 
 def make_backend(settings: EvalSettings, model_dir: str, tokenizer_dir: str, seed: int, log_dir: Path | None):
     """(backend, server or None) from the eval settings; the caller stops the server."""
-    from horizon.eval.llm import CompletionsBackend, TransformersBackend, VLLMServer
+    from horizon.eval.models.backends import CompletionsBackend, TransformersBackend, VLLMServer
 
     s = settings.sampling
     if settings.backend == "transformers":
@@ -245,12 +245,12 @@ def rollout_job(
     repeat: int,
     out_path: str,
 ) -> list[Attempt]:
-    from horizon.eval.agent import Wording
+    from horizon.eval.agent.loop import Wording
     from horizon.eval.sandbox import toolchain
-    from horizon.eval.tasks import read_manifest
+    from horizon.eval.tasks.benchmark import read_manifest
 
-    if settings.harness == "harbor":  # the published Terminus-2 in Harbor's environments (eval/harbor.py)
-        from horizon.eval.harbor import harbor_job
+    if settings.harness == "harbor":  # the published Terminus-2 in Harbor's environments (eval/harbor/job.py)
+        from horizon.eval.harbor.job import harbor_job
 
         return harbor_job(model_dir, tasks_json, settings, seed, signatures, repeat, out_path)
     template = Template.load(template_path)

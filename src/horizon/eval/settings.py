@@ -20,7 +20,7 @@ class Sampling:
 
 @dataclass(frozen=True)
 class HarborSettings:
-    """config `eval.harbor:` (used when eval.harness is harbor; see horizon/eval/harbor.py)."""
+    """config `eval.harbor:` (used when eval.harness is harbor; see horizon/eval/harbor/job.py)."""
 
     environment: str = "docker"
     environment_options: Mapping = field(default_factory=dict)
@@ -62,7 +62,7 @@ class EvalSettings:
     batching: bool = True
     sandbox_options: Mapping = field(default_factory=dict)
     harbor: HarborSettings = field(default_factory=HarborSettings)
-    reference_env: str | None = None  # where harbor lives (horizon.eval.reference.env_dir)
+    reference_env: str | None = None  # where harbor lives (horizon.eval.reference.environment.env_dir)
 
     @classmethod
     def from_config(cls, eval_cfg: Mapping) -> EvalSettings:

@@ -16,10 +16,10 @@ from __future__ import annotations
 from dataclasses import fields
 from pathlib import Path
 
-from horizon.eval.agent import AgentResult
-from horizon.eval.grading import Grade
+from horizon.eval.agent.loop import AgentResult
+from horizon.eval.grading.grader import Grade
 from horizon.eval.sandbox import Sandbox, SandboxError
-from horizon.eval.tasks import Step, Task
+from horizon.eval.tasks.benchmark import Step, Task
 
 SUMMED = ("episodes", "prompt_tokens", "completion_tokens", "parse_errors", "seconds", "model_calls",
           "summary_calls", "summarizations")  # fmt: skip

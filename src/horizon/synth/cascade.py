@@ -17,8 +17,8 @@ from pathlib import Path
 
 import jinja2
 
-from horizon.eval.llm import Backend
-from horizon.eval.tasks import TaskError, load_harbor
+from horizon.eval.models.backends import Backend
+from horizon.eval.tasks.benchmark import TaskError, load_harbor
 from horizon.synth.files import BadAnswer, parse_files, parse_review
 from horizon.synth.seeds import Seed
 from horizon.synth.verify import Rejected, Verifier

@@ -19,8 +19,8 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict
 from pathlib import Path
 
-from horizon.eval.llm import Backend, BackendError
-from horizon.eval.tasks import write_manifest
+from horizon.eval.models.backends import Backend, BackendError
+from horizon.eval.tasks.benchmark import write_manifest
 from horizon.io import Journal, atomic_path, write_json
 from horizon.synth.cascade import FUNNEL, Cascade, SynthSettings, prompts
 from horizon.synth.seeds import Seed, SeedSet

@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from horizon.eval.attempt import grade_attempt
-from horizon.eval.grading import Grade
+from horizon.eval.grading.grader import Grade
 from horizon.eval.sandbox import SandboxError, Unsupported, make_sandbox
-from horizon.eval.tasks import Task, sandbox_spec
+from horizon.eval.tasks.benchmark import Task, sandbox_spec
 
 LOG_CHARS = 4000
 APP_PATH = re.compile(r"(?<![\w/.-])(/app/[\w./-]*[\w-])")

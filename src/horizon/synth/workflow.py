@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from horizon.eval.llm import ChatBackend
+from horizon.eval.models.backends import ChatBackend
 from horizon.synth.cascade import SynthSettings
 from horizon.synth.run import synthesize
 from horizon.synth.seeds import load_seeds

@@ -10,6 +10,11 @@ left, before the tests and after them) and reset_for_grading (fresh /tests holdi
 tests, fresh /logs/verifier, a fresh HOME); and diagnose, the evidence of what failed when
 something did (Diagnosis). The agent loop and the graders only use this protocol, so a backend
 slots in without touching them. Every sandbox is torn down by stop(), also when the job is killed.
+
+The room: this module (the protocol, `make_sandbox` by backend name); one folder per backend
+(`local/`, `docker/`, `apptainer/`), imported only when used; `programs/` (what runs inside a
+sandbox: the local init, the uv wrapper); `toolchain` and `wheelhouse` (the graders' offline
+toolchain every backend provides at /opt/horizon). Imports: io (the backends: tasks' Dockerfiles).
 """
 
 from __future__ import annotations
@@ -239,9 +244,9 @@ CLEAR_DIRS = (
 )
 
 BACKENDS = {
-    "local": ("horizon.eval.sandbox.local", "LocalSandbox"),
-    "docker": ("horizon.eval.sandbox.docker", "DockerSandbox"),
-    "apptainer": ("horizon.eval.sandbox.apptainer", "ApptainerSandbox"),
+    "local": ("horizon.eval.sandbox.local.sandbox", "LocalSandbox"),
+    "docker": ("horizon.eval.sandbox.docker.sandbox", "DockerSandbox"),
+    "apptainer": ("horizon.eval.sandbox.apptainer.sandbox", "ApptainerSandbox"),
 }
 
 

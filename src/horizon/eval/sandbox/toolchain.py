@@ -9,7 +9,7 @@ container), for the grader's environment only:
 - bin/pytest, bin/py.test: `python3 -m pytest`;
 - wheels/: the graders' packages (pytest, pytest-json-ctrf and their dependencies) as wheels packed
   from this environment (wheelhouse.py), for uv and pip inside the sandbox (`PIP_FIND_LINKS`);
-- libexec/uv: the real uv (the binary PyPI's `uv` ships); bin/uv, bin/uvx: uvshim.py, which runs it
+- libexec/uv: the real uv (the binary PyPI's `uv` ships); bin/uv, bin/uvx: programs/uvshim.py, which runs it
   offline against the wheelhouse with the container's own Python (README: Sandboxes);
 - bin/curl: passes through to the real curl, except for the uv installer script
   (astral.sh/uv/.../install.sh), for which it returns a no-op installer;
@@ -30,7 +30,7 @@ import logging
 import shutil
 from pathlib import Path
 
-from horizon.eval.sandbox import wheelhouse
+from horizon.eval.sandbox import programs, wheelhouse
 
 log = logging.getLogger("horizon.toolchain")
 
@@ -116,7 +116,7 @@ def build(out_dir: str | Path) -> Path:
     import compileall
 
     compileall.compile_dir(tmp / "lib", quiet=1, workers=1)
-    shim = (Path(__file__).parent / "uvshim.py").read_text()
+    shim = programs.source("uvshim.py")
     for name, text in (("uv", shim), ("uvx", shim), ("curl", CURL), ("pytest", PYTEST), ("py.test", PYTEST)):
         p = tmp / "bin" / name
         p.write_text(text)
@@ -168,7 +168,7 @@ class temporary:
         import os
         import tempfile
 
-        from horizon.eval.sandbox.hostfs import sweep_dirs
+        from horizon.eval.sandbox.local.hostfs import sweep_dirs
 
         sweep_dirs("horizon-tools-")
         self.dir = Path(tempfile.mkdtemp(prefix=f"horizon-tools-{os.getpid()}-"))

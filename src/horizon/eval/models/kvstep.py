@@ -1,0 +1,277 @@
+"""One forward step of a Qwen3 decoder over the new tokens of several conversations at once, each
+attending to its own cached keys and values, with results that do not depend on the step.
+
+Why the results do not depend on the cache or the batch. On CPU a float32 matmul row can round
+differently with the number of rows in the call (1-3 row calls take other kernels than 4+ row ones),
+and a dot product over the keys rounds differently with how many keys a kernel blocks together. So
+no row here ever sees the shape of the call it is in:
+- every matmul gets a multiple of ROWS rows (the flat token batch, the rows of the LM head and each
+  attention query block are padded with dummy rows);
+- attention scores are one matmul over the keys padded to a multiple of BLOCK, masked (-inf) beyond
+  each query's position; the weighted sum over the values is one matmul per block of BLOCK keys (a
+  fixed contraction length) and the blocks are added in order, so keys past a query and blocks past a
+  conversation's length add exact zeros;
+- every other operation works row by row.
+A token's keys and values are thus the same bits whether it was decoded alone, in a prefill chunk or
+in a full re-encode, whoever else was in the step. tests/unit/test_engine.py proves it bit for bit
+(1 and 2 threads). On a GPU kernels are chosen per shape and no such promise could be made: the
+backend uses the batcher on CPU only.
+
+The decoder is run by hand from the checkpoint's weights, with the operations of transformers' Qwen3
+modules (tested against its forward, and greedy and sampled answers against `generate`), without their
+per-call machinery, which costs more than the arithmetic of a small model's decoding step.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+import numpy as np
+
+ROWS = 4  # every matmul gets a multiple of this many rows (the batcher checks it at start)
+BLOCK = 128  # keys per block of the attention's weighted sum
+
+
+def up(n: int, m: int) -> int:
+    return -(-n // m) * m
+
+
+class KVPool:
+    """Keys [slots, kv_heads, capacity, d] and values [slots, blocks, kv_heads, BLOCK, d] per layer.
+
+    The layouts make the keys of consecutive slots and the value blocks of one slot plain views for the
+    two attention matmuls. Slots are taken and the tensors grown by the batcher's thread only; slots are
+    given back (by session finalizers) from any thread.
+    """
+
+    def __init__(self, layers: int, kv_heads: int, head_dim: int, device, dtype):
+        self.layers, self.kv_heads, self.head_dim = layers, kv_heads, head_dim
+        self.device, self.dtype = device, dtype
+        self.slots, self.capacity = 0, 0
+        self.k: list = []
+        self.v: list = []
+        self.free: list[int] = []
+        self.lock = threading.Lock()
+
+    def _resize(self, slots: int, capacity: int) -> None:
+        import torch
+
+        kv, d, blocks = self.kv_heads, self.head_dim, capacity // BLOCK
+        for i in range(self.layers):
+            k = torch.zeros(slots, kv, capacity, d, device=self.device, dtype=self.dtype)  # finite padding
+            v = torch.zeros(slots, blocks, kv, BLOCK, d, device=self.device, dtype=self.dtype)
+            if i < len(self.k):
+                k[: self.slots, :, : self.capacity] = self.k[i]
+                v[: self.slots, : self.capacity // BLOCK] = self.v[i]
+                self.k[i], self.v[i] = k, v
+            else:
+                self.k.append(k)
+                self.v.append(v)
+        self.slots, self.capacity = slots, capacity
+
+    def acquire(self) -> int:
+        with self.lock:
+            if self.free:
+                return self.free.pop()
+        self._resize(self.slots + 1, max(self.capacity, BLOCK))
+        return self.slots - 1
+
+    def release(self, slot: int) -> None:
+        with self.lock:
+            self.free.append(slot)
+
+    def reserve(self, tokens: int) -> None:
+        if tokens > self.capacity:
+            self._resize(self.slots, max(up(tokens, BLOCK), up(self.capacity * 5 // 4, BLOCK)))
+
+
+@dataclass
+class Group:
+    """Segments attended together; their tokens are consecutive rows of the flat batch."""
+
+    first: int  # flat row of the group's first token
+    tokens: int  # new tokens per segment (a decode group: 1 each, several segments; else 1 segment)
+    slots: list[int]
+    bias: object  # additive mask, 0 up to each query row's position and -inf beyond, broadcast to the scores
+    rows: int  # query rows per (segment, kv head), padded to a multiple of ROWS
+    length: int  # keys attended, a multiple of BLOCK
+    blocks: list[int]  # value blocks each segment needs
+
+
+def make_group(torch, first: int, tokens: int, slots: list[int], starts: list[int], pool: KVPool, per: int,
+               multiple: int = ROWS):  # fmt: skip
+    """The group of the segments in `slots` whose `tokens` new tokens start at positions `starts`."""
+    rows, length = up(per * tokens, multiple), up(max(starts) + tokens, BLOCK)
+    keys = np.arange(length)
+    if tokens == 1:  # all query rows of a segment are at one position: [S * kv, 1, length]
+        pos = np.repeat(np.asarray(starts), pool.kv_heads)[:, None, None]
+    else:  # one segment; query row (head j, token i) is at starts[0] + i: [1, R, length]
+        offset = np.tile(np.arange(tokens), per)
+        pos = starts[0] + np.concatenate([offset, np.full(rows - len(offset), tokens - 1)])[None, :, None]
+    bias = np.where(keys[None, None, :] > pos, np.float32(-np.inf), np.float32(0.0))
+    blocks = [up(p + tokens, BLOCK) // BLOCK for p in starts]
+    return Group(
+        first, tokens, slots, torch.from_numpy(bias).to(pool.device, pool.dtype), rows, length, blocks
+    )
+
+
+@dataclass
+class Plan:
+    """One step: the flat rows' cache addresses, positions and attention groups."""
+
+    n_real: int  # flat rows that are tokens (the rest are padding)
+    positions: object  # [rows] position of each flat row (0 for padding)
+    k_rows: object  # [n_real * kv] rows of a layer's keys viewed as [slots * kv * capacity, d]
+    v_rows: object  # [n_real * kv] rows of a layer's values viewed as [slots * blocks * kv * BLOCK, d]
+    groups: list[Group]
+
+
+def make_plan(torch, pool: KVPool, slots: list[int], positions: list[int], groups: list[Group],
+              multiple: int = ROWS) -> Plan:  # fmt: skip
+    kv, cap = pool.kv_heads, pool.capacity
+    s, p = np.asarray(slots)[:, None], np.asarray(positions)[:, None]
+    h = np.arange(kv)[None, :]
+    k_rows = ((s * kv + h) * cap + p).reshape(-1)
+    v_rows = (((s * (cap // BLOCK) + p // BLOCK) * kv + h) * BLOCK + p % BLOCK).reshape(-1)
+    padded = np.zeros(up(len(positions), multiple), dtype=np.int64)
+    padded[: len(positions)] = positions
+    dev = pool.device
+    return Plan(len(positions), torch.from_numpy(padded).to(dev), torch.from_numpy(k_rows).to(dev),
+                torch.from_numpy(v_rows).to(dev), groups)  # fmt: skip
+
+
+def _slots_view(t, slots: list[int]):
+    """Rows of consecutive slots as a view, else gathered."""
+    first = slots[0]
+    if slots == list(range(first, first + len(slots))):
+        return t[first : first + len(slots)]
+    return t[slots]
+
+
+def attend(torch, q, layer: int, pool: KVPool, g: Group, scaling: float):
+    """One group's attention: q [tokens of the group, heads, d] -> [tokens, heads * d]."""
+    n_heads, d = q.shape[1], q.shape[2]
+    kv = pool.kv_heads
+    per, s_, t, blocks = n_heads // kv, len(g.slots), g.tokens, g.length // BLOCK
+    q = q.view(s_, t, kv, per, d).permute(0, 2, 3, 1, 4).reshape(s_ * kv, per * t, d)
+    q = torch.nn.functional.pad(q, (0, 0, 0, g.rows - per * t))
+    k = _slots_view(pool.k[layer], g.slots)[:, :, : g.length].reshape(s_ * kv, g.length, d)
+    p = torch.softmax(torch.baddbmm(g.bias, q, k.transpose(1, 2), alpha=scaling), dim=-1, dtype=torch.float32)
+    p = p.to(q.dtype)
+    p = p.view(s_, kv, g.rows, blocks, BLOCK).permute(0, 3, 1, 2, 4).contiguous()  # [S, blocks, kv, R, BLOCK]
+    outs = []
+    for j, slot in enumerate(g.slots):  # one segment's value blocks are a view of its slot
+        nb = g.blocks[j]  # the group's blocks past this segment would add zeros
+        o = torch.bmm(p[j, :nb].view(-1, g.rows, BLOCK), pool.v[layer][slot, :nb].view(-1, BLOCK, d))
+        outs.append(o.view(nb, kv, g.rows, d).sum(0))  # the blocks added in order
+    o = torch.stack(outs) if s_ > 1 else outs[0][None]
+    o = o[:, :, : per * t].reshape(s_, kv, per, t, d).permute(0, 3, 1, 2, 4)
+    return o.reshape(s_ * t, n_heads * d)
+
+
+class Qwen3Step:
+    """The decoder of a transformers Qwen3ForCausalLM, one batcher step at a time."""
+
+    def __init__(self, model):
+        import torch
+
+        cfg = model.config
+        problems = [f"{k}={getattr(cfg, k, None)!r}" for k, ok in (
+            ("model_type", cfg.model_type == "qwen3"), ("attention_bias", not getattr(cfg, "attention_bias", False)),
+            ("hidden_act", cfg.hidden_act == "silu"),
+            ("layer_types", set(getattr(cfg, "layer_types", None) or ["full_attention"]) == {"full_attention"}),
+        ) if not ok]  # fmt: skip
+        if problems:
+            raise ValueError(f"the generation engine runs Qwen3 decoders only ({', '.join(problems)})")
+        self.torch, self.model = torch, model  # the model owns the weights used below
+        base = model.model
+        self.heads, self.kv = cfg.num_attention_heads, cfg.num_key_value_heads
+        self.head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // self.heads
+        self.eps, self.scaling = cfg.rms_norm_eps, self.head_dim**-0.5
+        self.embed, self.rotary, self.norm = base.embed_tokens.weight, base.rotary_emb, base.norm.weight
+        self.head = model.get_output_embeddings().weight
+        self.layers = [self._fuse(layer) for layer in base.layers]
+        param = next(model.parameters())
+        self.pool = KVPool(cfg.num_hidden_layers, self.kv, self.head_dim, param.device, param.dtype)
+        self.cos = self.sin = None
+        self.rows = ROWS  # the batcher raises it if this machine's kernels need more
+
+    def _fuse(self, layer) -> dict:
+        """One layer's weights: q/k/v and gate/up each as one matrix (fewer calls), the per-head norm
+        weights of q and k side by side. The modules' parameters become views of the fused matrices, so no
+        weight is held twice."""
+        torch = self.torch
+        a, m = layer.self_attn, layer.mlp
+        out = {"ln1": layer.input_layernorm.weight, "ln2": layer.post_attention_layernorm.weight,
+               "o": a.o_proj.weight, "down": m.down_proj.weight}  # fmt: skip
+        for key, mods in (("qkv", (a.q_proj, a.k_proj, a.v_proj)), ("gate_up", (m.gate_proj, m.up_proj))):
+            fused = torch.cat([mod.weight.detach() for mod in mods])
+            row = 0
+            for mod in mods:
+                n = mod.weight.shape[0]
+                mod.weight.data = fused[row : row + n]
+                row += n
+            out[key] = fused
+        out["qk_norm"] = torch.cat([a.q_norm.weight.detach().expand(self.heads, -1),
+                                    a.k_norm.weight.detach().expand(self.kv, -1)])  # fmt: skip
+        return out
+
+    def rms(self, x, weight):
+        """Qwen3RMSNorm (float32: torch's fused rms_norm; the per-head weights of q and k, [heads, d], are
+        applied after it)."""
+        torch, f = self.torch, self.torch.nn.functional
+        if x.dtype != torch.float32:
+            h = x.to(torch.float32)
+            h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
+            return weight * h.to(x.dtype)
+        if weight.dim() == 1:
+            return f.rms_norm(x, (x.shape[-1],), weight, self.eps)
+        return weight * f.rms_norm(x, (x.shape[-1],), None, self.eps)
+
+    def rope_tables(self, positions):
+        """cos and sin [rows, 1, d] of these positions, from tables the model's rotary module filled."""
+        torch = self.torch
+        need = int(positions.max()) + 1
+        if self.cos is None or need > self.cos.shape[0]:
+            n = up(max(need, 2 * (0 if self.cos is None else self.cos.shape[0])), BLOCK)
+            pos = torch.arange(n, device=self.pool.device)[None]
+            cos, sin = self.rotary(self.embed[:1][None].to(self.pool.dtype), pos)
+            self.cos, self.sin = cos[0].unsqueeze(1), sin[0].unsqueeze(1)
+        return self.cos[positions], self.sin[positions]
+
+    def rope(self, x, cos, sin):
+        half = x.shape[-1] // 2
+        return x * cos + self.torch.cat((-x[..., half:], x[..., :half]), dim=-1) * sin
+
+    def attention(self, i: int, w: dict, x, cos, sin, plan: Plan):
+        torch, f = self.torch, self.torch.nn.functional
+        rows, d, n, pool = x.shape[0], self.head_dim, plan.n_real, self.pool
+        qkv = f.linear(x, w["qkv"])
+        qk = self.rope(
+            self.rms(qkv[:, : (self.heads + self.kv) * d].view(rows, -1, d), w["qk_norm"]), cos, sin
+        )
+        q, k, v = qk[:, : self.heads], qk[:, self.heads :], qkv[:, (self.heads + self.kv) * d :]
+        pool.k[i].view(-1, d).index_copy_(0, plan.k_rows, k[:n].reshape(-1, d))
+        pool.v[i].view(-1, d).index_copy_(0, plan.v_rows, v[:n].reshape(-1, d))
+        outs = [attend(torch, q[g.first : g.first + len(g.slots) * g.tokens], i, pool, g, self.scaling)
+                for g in plan.groups]  # fmt: skip
+        out = torch.cat(outs) if len(outs) > 1 else outs[0]
+        out = f.pad(out, (0, 0, 0, rows - n))  # padding rows attend to nothing
+        return f.linear(out, w["o"])
+
+    def __call__(self, ids: list[int], plan: Plan, last_rows: list[int]):
+        """Float32 logits after the given rows of the flat batch, [len(last_rows), vocab]."""
+        torch, f = self.torch, self.torch.nn.functional
+        total = up(len(ids), self.rows)
+        pad = [0] * (total - len(ids))
+        dev = self.pool.device
+        with torch.inference_mode():
+            x = f.embedding(torch.tensor(ids + pad, device=dev), self.embed)
+            cos, sin = self.rope_tables(plan.positions)  # [rows, 1, d]: the same for every head
+            for i, w in enumerate(self.layers):
+                x = x + self.attention(i, w, self.rms(x, w["ln1"]), cos, sin, plan)
+                gate, up_ = f.linear(self.rms(x, w["ln2"]), w["gate_up"]).chunk(2, dim=-1)
+                x = x + f.linear(f.silu(gate) * up_, w["down"])
+            last = f.pad(x[last_rows], (0, 0, 0, up(len(last_rows), self.rows) - len(last_rows)))
+            return f.linear(self.rms(last, self.norm), self.head)[: len(last_rows)].float()

@@ -1,0 +1,375 @@
+"""The `docker` sandbox: one container per attempt, through the Docker SDK (honours DOCKER_HOST).
+
+Image: the task's prebuilt `docker_image`, or its Dockerfile built once per content hash
+(image.py: the cache, FROM images mapped onto local ones, what cannot be had here named
+Unsupported). The task's working directory (else the image's WORKDIR) and environment are the
+container's; the tests see the container's environment too. Limits from the task (cpus, memory)
+and the run (processes); `network_mode=none` unless the task gets the network (eval.network). Every container carries labels (horizon.run, horizon.task,
+horizon.attempt, horizon.repeat) and is removed on stop(); the rollout job removes the containers
+of its own run left by a killed earlier run when it starts (`sweep`), and its SIGTERM/SIGINT
+handler stops the live ones.
+
+tmux must be in the image (the Terminal-Bench base images and our base image have it). The
+container's pid 1 is a shell loop that reaps orphans: the kernel never delivers a signal sent from
+inside to it, so `kill -9 -1` by the agent ends the agent's processes, not the container. Before
+the tests, every process but pid 1 is killed (as root), /tests, /logs/verifier and the graders'
+toolchain (pytest, the wheelhouse, the uv wrapper, with an empty HOME for the grader; the real uv
+binary only for tests that call uv) are recreated, the toolchain and the tests copied in with
+put_archive (which also works with a remote daemon); the agent never sees the toolchain. What the container boundary covers and what it does not: README, Sandboxes.
+
+Errors name what failed: the daemon (unreachable, or failing a call), pulling, building, starting.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import re
+import tarfile
+import time
+from pathlib import Path
+
+from horizon.eval.sandbox import (
+    KILL_ALL_PASSES,
+    RESET_DIRS,
+    Diagnosis,
+    ExecResult,
+    Sandbox,
+    SandboxError,
+    SandboxSpec,
+)
+from horizon.eval.sandbox.docker.image import _errors, _host, _present, context_hash, ensure_image  # noqa: F401
+from horizon.io import tar_bytes
+
+log = logging.getLogger("horizon.eval.sandbox.docker")
+
+LABEL = "horizon.sandbox"
+BASE_IMAGE = "horizon-base:bookworm"
+# pid 1: immune to signals from inside; `wait` reaps every child, orphans reparented to it included
+PID1 = ["sh", "-c", "trap '' HUP INT TERM; while :; do sleep 3600 & wait; done"]
+_toolchain_tars: dict[str, bytes] = {}
+
+
+def client():
+    try:
+        import docker
+    except ImportError:
+        raise SandboxError("the docker sandbox needs the docker SDK: pip install 'horizon[docker]'") from None
+    daemon, _ = _errors()
+    try:
+        c = docker.from_env(timeout=600)
+        c.ping()
+        return c
+    except daemon as e:
+        raise SandboxError(f"cannot reach the Docker daemon at {_host()}: {e}") from None
+
+
+def sweep(run_id: str) -> int:
+    """Remove containers of this run left behind by a killed earlier run of the same job."""
+    c = client()
+    stale = c.containers.list(all=True, filters={"label": [f"{LABEL}=1", f"horizon.run={run_id}"]})
+    for ct in stale:
+        ct.remove(force=True)
+    if stale:
+        log.warning("removed %d stale container(s) of run %s", len(stale), run_id)
+    return len(stale)
+
+
+class DockerSandbox(Sandbox):
+    grader_home = "/opt/horizon/home"
+
+    def __init__(
+        self,
+        spec: SandboxSpec,
+        toolchain: str | Path | None = None,
+        base_image: str = BASE_IMAGE,
+        max_processes: int | None = None,
+        image_map: dict | None = None,
+    ):
+        self.spec = spec
+        self.image_map = dict(image_map or {})
+        self._workdir = spec.workdir or "/"
+        self.toolchain = Path(toolchain) if toolchain else None
+        self.base_image = base_image
+        self.max_processes = max_processes or spec.max_processes
+        self.container = None
+        self.started_at = 0
+
+    def start(self) -> None:
+        c = client()
+        image = ensure_image(c, self.spec, self.base_image, self.image_map)
+        labels = {LABEL: "1", **{k: str(v) for k, v in self.spec.labels.items()}}
+        if not self.spec.workdir:  # the image's own WORKDIR, as docker exec would use it
+            self._workdir = (c.images.get(image).attrs.get("Config") or {}).get("WorkingDir") or "/"
+        daemon, _ = _errors()
+        self.started_at = int(time.time()) - 1
+        try:
+            self.container = c.containers.run(
+                image, command=PID1, detach=True, labels=labels, working_dir=self._workdir,
+                network_mode=None if self.spec.allow_internet else "none", hostname="box",
+                nano_cpus=int(self.spec.cpus * 1e9), mem_limit=f"{self.spec.memory_mb}m",
+                pids_limit=self.max_processes, environment={"TERM": "xterm-256color", **self.spec.env},
+            )  # fmt: skip
+        except daemon as e:
+            raise SandboxError(f"{self.spec.name}: starting a container of {image} failed: {e}") from None
+        self.exec(["mkdir", "-p", self._workdir, "/logs"], timeout=30, cwd="/")
+        if self.exec(["sh", "-c", "command -v tmux"], timeout=30, cwd="/").rc != 0:
+            self.stop()
+            raise SandboxError(f"{self.spec.name}: the image {image} has no tmux (add it to the image)")
+
+    @classmethod
+    def sweep(cls, run_id: str) -> int:
+        return sweep(run_id)
+
+    @property
+    def workdir(self) -> str:
+        return self._workdir
+
+    def image_env(self) -> dict[str, str]:
+        """The container's environment (its image's ENV lines and the task's), as docker exec gives it."""
+        if self.container is None:
+            return dict(self.spec.env)
+        pairs = (e.partition("=") for e in (self.container.attrs.get("Config") or {}).get("Env") or [])
+        return {k: v for k, _, v in pairs if k != "TERM"}
+
+    def alive(self) -> bool:
+        if self.container is None:
+            return False
+        daemon, _ = _errors()
+        try:
+            self.container.reload()
+            return self.container.status == "running"
+        except daemon:
+            return False
+
+    def stop(self) -> None:
+        if self.container is not None:
+            daemon, missing = _errors()
+            try:
+                self.container.remove(force=True)
+            except missing:
+                pass
+            except daemon as e:
+                log.warning("%s: removing the container failed: %s", self.spec.name, e)
+            self.container = None
+
+    def exec(
+        self, argv, timeout=None, env=None, cwd=None, input=None, max_bytes=1 << 20, user=""
+    ) -> ExecResult:
+        if self.container is None:
+            raise SandboxError(f"{self.spec.name}: the sandbox is not running")
+        if isinstance(argv, str):
+            argv = ["bash", "-c", argv]
+        if input is not None:
+            raise SandboxError("docker exec with input is not supported: use put()")
+        cmd = list(argv)
+        if timeout is not None:  # coreutils timeout inside the container: the command dies, not just the wait
+            cmd = ["timeout", "-k", "2", str(max(1, int(timeout + 0.999))), *cmd]
+        api = self.container.client.api
+        daemon, _ = _errors()
+        try:
+            ex = api.exec_create(self.container.id, cmd, workdir=cwd or self.workdir, environment=env or {}, stdout=True,
+                                 stderr=True, user=user)  # fmt: skip
+            stream = api.exec_start(ex["Id"], stream=True, demux=True)
+            out, err = bytearray(), bytearray()
+            for o, e in stream:
+                if o and len(out) < max_bytes:
+                    out += o[: max_bytes - len(out)]
+                if e and len(err) < max_bytes:
+                    err += e[: max_bytes - len(err)]
+            rc = api.exec_inspect(ex["Id"])["ExitCode"]
+        except daemon as e:
+            raise SandboxError(f"{self.spec.name}: docker exec of {cmd[0]} failed: {e}") from None
+        timed_out = timeout is not None and rc in (124, 137)
+        return ExecResult(
+            rc if rc is not None else -1,
+            out.decode("utf-8", "replace"),
+            err.decode("utf-8", "replace"),
+            timed_out,
+        )
+
+    def kill_agent(self) -> None:
+        """As root: every process but pid 1 (and the sleep it restarts). Retried: a fork bomb may hold
+        every process slot for a moment, and a docker exec needs one."""
+        err = None
+        for _ in range(10):
+            try:
+                r = self.exec(
+                    ["sh", "-c", KILL_ALL_PASSES], cwd="/", user="0"
+                )  # no `timeout`: kill -1 would end it
+                if r.rc == 0:
+                    return
+                err = r.stderr[-300:]
+            except SandboxError as e:
+                err = str(e)
+            time.sleep(0.2)
+        raise SandboxError(f"{self.spec.name}: killing the agent's processes failed: {err}")
+
+    def reset_for_grading(self, tests_archive: bytes) -> str:
+        home = self.grader_home
+        r = self.exec(["sh", "-c", "rm -rf /opt/horizon\n" + RESET_DIRS], timeout=60, cwd="/", user="0")
+        if r.rc != 0:
+            raise SandboxError(f"{self.spec.name}: recreating /tests and /logs failed: {r.stderr[-300:]}")
+        self._put_archive("/tests", tests_archive, "the tests")
+        if self.toolchain is not None:
+            self._put_archive("/opt", _toolchain_tar(self.toolchain), "the graders' toolchain")
+            if re.search(rb"\buvx?\b", tests_archive):  # the real uv (38 MB) only for tests that call it
+                self._put_archive("/opt/horizon", _toolchain_tar(self.toolchain / "libexec", "libexec"), "uv")
+        owner = (self.container.attrs.get("Config") or {}).get("User") or "0"
+        if owner in ("0", "root"):  # the archive made it, owned by root
+            return home
+        r = self.exec(
+            ["sh", "-c", f'chown "$1" {home} && chmod 700 {home}', "sh", owner], timeout=30, cwd="/", user="0"
+        )
+        if r.rc != 0:
+            raise SandboxError(f"{self.spec.name}: making the grader's HOME failed: {r.stderr[-300:]}")
+        return home
+
+    def _put_archive(self, parent: str, data: bytes, what: str) -> None:
+        daemon, _ = _errors()
+        try:
+            ok = self.container.put_archive(parent, data)
+        except daemon as e:
+            raise SandboxError(f"{self.spec.name}: copying {what} to {parent} failed: {e}") from None
+        if not ok:
+            raise SandboxError(f"{self.spec.name}: copying {what} to {parent} failed")
+
+    def diagnose(self) -> Diagnosis:
+        daemon, missing = _errors()
+        if self.container is None:
+            return Diagnosis("lost", f"{self.spec.name}: the container was never started")
+        try:
+            self.container.reload()
+        except missing:
+            return Diagnosis("lost", "the container was removed outside the harness")
+        except daemon as e:
+            return Diagnosis("lost", f"the Docker daemon at {_host()} does not answer: {e}")
+        state = self.container.attrs["State"]
+        if state["Status"] != "running":
+            return self._stopped(state)
+        pids = self._pids()
+        try:
+            r = self.exec(["true"], timeout=10, cwd="/")
+            why = "" if r.ok else f"{r.rc}: {r.stderr[-300:]}"
+        except SandboxError as e:
+            why = str(e)
+        if not why:
+            return Diagnosis("healthy", f"the container is up and runs commands (pids {pids})")
+        if pids and pids[0] >= pids[1] - 1:
+            return Diagnosis(
+                "exhausted", f"the container holds {pids[0]} of its {pids[1]} processes; `true`: {why}"
+            )
+        try:  # it may have stopped between the first look and the probe: then say how it ended
+            self.container.reload()
+            if self.container.attrs["State"]["Status"] != "running":
+                return self._stopped(self.container.attrs["State"])
+        except (missing, daemon):
+            pass
+        return Diagnosis("lost", f"the container is up but `true` cannot run in it: {why}")
+
+    def _stopped(self, state: dict) -> Diagnosis:
+        """How a container that is no longer running ended, from its state and the daemon's events."""
+        code = state.get("ExitCode")
+        if state.get("OOMKilled"):
+            return Diagnosis("exhausted", f"the container's memory limit ({self.spec.memory_mb} MB) "
+                                          f"OOM-killed it (exit {code})")  # fmt: skip
+        signals = self._kills_through_the_daemon()
+        if signals:
+            return Diagnosis("lost", f"the container was killed through the Docker daemon (signal "
+                                     f"{', '.join(signals)}; exit {code}), not from inside")  # fmt: skip
+        return Diagnosis("killed", f"the container exited ({code}) while the daemon is up, nobody killed it "
+                                   "through the daemon, and its pid 1 ignores signals from inside")  # fmt: skip
+
+    def _kills_through_the_daemon(self) -> list[str]:
+        """Signals sent to the container through the daemon's API since it started (`docker kill`, ...)."""
+        daemon, _ = _errors()
+        try:
+            events = self.container.client.events(since=self.started_at, until=int(time.time()) + 1, decode=True,
+                                                  filters={"container": self.container.id, "event": "kill"})  # fmt: skip
+            return [e.get("Actor", {}).get("Attributes", {}).get("signal", "?") for e in events]
+        except daemon:
+            return ["unknown (the daemon's events could not be read)"]
+
+    def _pids(self) -> tuple[int, int] | None:
+        daemon, _ = _errors()
+        try:
+            stats = self.container.stats(stream=False, one_shot=True).get("pids_stats") or {}
+        except daemon:
+            return None
+        return (stats["current"], stats.get("limit") or self.max_processes) if "current" in stats else None
+
+    def put(self, src: Path, dest: str) -> None:
+        parent, name = dest.rsplit("/", 1)
+        parent = parent or "/"
+        self.exec(["mkdir", "-p", parent], timeout=30, cwd="/")
+        self._put_archive(parent, tar_bytes(Path(src), name), str(src))
+
+    def get(self, src: str, dest: Path) -> bool:
+        daemon, _ = _errors()
+        try:
+            stream, _ = self.container.get_archive(src)
+            buf = io.BytesIO(b"".join(stream))
+        except daemon:
+            return False
+        with tarfile.open(fileobj=buf) as tar:
+            member = tar.getmembers()[0]
+            f = tar.extractfile(member)
+            if f is None:
+                return False
+            Path(dest).parent.mkdir(parents=True, exist_ok=True)
+            Path(dest).write_bytes(f.read())
+        return True
+
+
+def _toolchain_tar(path: Path, name: str = "horizon") -> bytes:
+    """The toolchain as an archive, without the uv binary (its own archive: libexec); built once per job."""
+    key = str(path)
+    if key not in _toolchain_tars:
+        data = tar_bytes(path, name)
+        if name == "horizon":  # leave libexec/ out of the core archive
+            src, out = tarfile.open(fileobj=io.BytesIO(data)), io.BytesIO()
+            with tarfile.open(fileobj=out, mode="w") as tar:
+                for m in src.getmembers():
+                    if not m.name.startswith("horizon/libexec"):
+                        tar.addfile(m, src.extractfile(m) if m.isfile() else None)
+            data = out.getvalue()
+        _toolchain_tars[key] = data
+    return _toolchain_tars[key]
+
+
+def build_base_image(
+    tag: str = BASE_IMAGE,
+    suite: str = "bookworm",
+    workdir: str | Path | None = None,
+    mirror: str | None = None,
+) -> str:
+    """A base image without a registry: debootstrap a minimal Debian with tmux and python3, import it."""
+    import shutil
+    import subprocess
+    import tempfile
+
+    c = client()
+    if _present(c, tag):
+        return tag
+    if not shutil.which("debootstrap"):
+        raise SandboxError("building the base image needs debootstrap (Debian: apt-get install debootstrap)")
+    root = Path(tempfile.mkdtemp(prefix="horizon-base-", dir=workdir))
+    try:
+        cmd = [
+            "debootstrap",
+            "--variant=minbase",
+            "--include=tmux,python3,procps,ca-certificates",
+            suite,
+            str(root),
+        ]
+        if mirror:
+            cmd.append(mirror)
+        subprocess.run(cmd, check=True, capture_output=True)
+        archive = root.with_suffix(".tar")
+        subprocess.run(["tar", "-C", str(root), "-cf", str(archive), "."], check=True)
+        repo, _, version = tag.partition(":")
+        c.api.import_image(src=str(archive), repository=repo, tag=version or "latest")
+        archive.unlink()
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    return tag

@@ -1,0 +1,11 @@
+"""The `local` sandbox: bubblewrap, no daemon, no image; the agent in it is hostile by assumption.
+
+- `sandbox`: LocalSandbox: namespaces, mounts, the init at pid 1, the protocol's operations;
+- `hostexec`: host-side commands and the init's channel, bounded in size and time;
+- `hostfs`: the sandbox's uid, its host directory, the host tools it needs, sweeping what killed runs left;
+- `imagebuild`: the task's Dockerfile replayed before the agent starts (the host's userland as FROM);
+- `limits`: a cgroup per sandbox (memory, processes, CPU), or rlimits where none can be made;
+- `netns`: a network of its own behind slirp4netns for tasks with `allow_internet`.
+
+Imports: the sandbox protocol, programs (its init), tasks (the Dockerfile's steps).
+"""

@@ -1,0 +1,331 @@
+"""The task's Dockerfile, replayed by the local sandbox before the agent starts.
+
+The FROM image is stood in for by the host's userland (the sandbox's read-only system directories).
+Every other step is applied in order (horizon.eval.tasks.dockerfile.plan):
+- the steps before the first RUN on the host: COPY/ADD of build-context files (Docker's rules: a
+  directory's contents, wildcards, a local tar archive unpacked by ADD) and WORKDIR are staged into a
+  directory tree that becomes the lower, read-only layer of each top-level directory they touch
+  (/app, /workspace, /home...), under a writable layer for the agent (an overlay, as /app always was);
+- the steps from the first RUN on inside the sandbox, as its root, before any agent process exists:
+  RUN with the Dockerfile's SHELL and the ENV so far, COPY from the build context (bound read-only),
+  WORKDIR; `/` is writable while they run and read-only after. `apt-get install` of packages the host
+  has is satisfied by the host (the stand-in image); one it lacks fails the step.
+- ENV becomes the environment of the agent's shell and of the tests (image_env).
+A step it cannot reproduce (horizon.eval.tasks.dockerfile.Unsupported reasons, an apt package the host lacks,
+a RUN that fails in the sandbox: writing into the host's system directories, fetching from the
+network) makes the task `Unsupported` for the local sandbox, naming the line and the reason.
+"""
+
+from __future__ import annotations
+
+import functools
+import glob
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import tarfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from horizon.eval.sandbox import SandboxError, SandboxSpec, Unsupported
+from horizon.eval.sandbox.local.hostfs import FIXED_MTIME
+from horizon.eval.tasks import dockerfile as df
+
+SYSTEM = ("usr", "etc", "bin", "sbin", "lib", "lib32", "lib64", "libx32")
+APT_WORDS = {"apt-get", "apt"}
+# apt-get/apt while the Dockerfile's RUN steps run: the host's packages are the stand-in image's
+APT_SHIM = r"""#!/bin/sh
+sub=""; for a in "$@"; do case "$a" in -*) ;; *) [ -z "$sub" ] && sub="$a" && continue; [ "$sub" = install ] && pkgs="$pkgs $a";; esac; done
+case "$sub" in
+  update|clean|autoclean|autoremove|upgrade|dist-upgrade) exit 0;;
+  install) missing=""; for p in $pkgs; do p="${p%%=*}"; p="${p%%:*}"
+             grep -qx -- "$p" /run/horizon/build/host-packages || missing="$missing $p"; done
+           [ -z "$missing" ] && exit 0
+           echo "horizon: the host (the local sandbox's stand-in image) lacks:$missing" >&2; exit 100;;
+  *) echo "horizon: apt-get $sub is not reproduced by the local sandbox" >&2; exit 100;;
+esac
+"""
+
+
+@dataclass
+class LocalImage:
+    """What the local sandbox starts from: staged top-level directories, the steps left to run inside."""
+
+    tops: list[str] = field(default_factory=lambda: ["app"])  # top-level directories with a writable overlay
+    env: dict[str, str] = field(default_factory=dict)
+    inside: list[df.Step] = field(default_factory=list)  # from the first RUN on
+    file: str = "Dockerfile"
+    start_dir: str = "/"  # the WORKDIR the first RUN runs in
+    start_env: dict[str, str] = field(default_factory=dict)  # the ENV set before it
+    system: list[str] = field(default_factory=list)  # system directories the staged files go into (read-only)
+
+    @property
+    def writable(self) -> list[str]:
+        return [t for t in self.tops if t not in self.system]
+
+
+@functools.lru_cache(maxsize=1)
+def host_packages() -> frozenset[str]:
+    """The host's installed Debian packages (the stand-in image's), asked once per process."""
+    try:
+        out = subprocess.run(
+            ["dpkg-query", "-W", "-f", "${Package}\n"], capture_output=True, text=True, timeout=60
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return frozenset()
+    return frozenset(out.stdout.split())
+
+
+def apt_packages(command: str) -> list[str]:
+    """Packages an `apt-get install` / `apt install` in a RUN line asks for (words, options dropped)."""
+    out = []
+    for part in re.split(r"&&|\|\||;|\|", command):
+        try:
+            words = shlex.split(part)
+        except ValueError:
+            continue
+        while words and "=" in words[0] and not words[0].startswith("-"):  # VAR=value prefixes
+            words.pop(0)
+        if len(words) > 1 and os.path.basename(words[0]) in APT_WORDS:
+            rest = [w for w in words[1:] if not w.startswith("-")]
+            if rest[:1] == ["install"]:
+                out += [re.split(r"[=:]", w)[0] for w in rest[1:]]
+    return out
+
+
+def static_reasons(plan: df.Plan, packages: frozenset[str] | set[str] | None = None) -> list[str]:
+    """What makes the task unsupported before anything runs (check-tasks --sandbox local)."""
+    reasons = list(plan.unsupported)
+    packages = host_packages() if packages is None else packages
+    for s in plan.steps:
+        if s.kind == "RUN" and packages:
+            missing = [p for p in apt_packages(s.text) if p not in packages]
+            if missing:
+                reasons.append(f"{plan.file}: line {s.line}: RUN: apt-get install of {', '.join(missing)}, "
+                               "which the host (the stand-in image) lacks")  # fmt: skip
+    return reasons
+
+
+def _sources(context: Path, pattern: str, where: str) -> list[Path]:
+    found = sorted(Path(p) for p in glob.glob(str(context / pattern.lstrip("/"))))
+    if not found:
+        raise Unsupported(f"{where}: {pattern}: no such file in the build context", "local")
+    for p in found:
+        if not p.resolve().is_relative_to(context.resolve()):
+            raise Unsupported(f"{where}: {pattern} is outside the build context", "local")
+    return found
+
+
+def _copy_one(src: Path, dest: Path, dest_is_dir: bool, add: bool) -> None:
+    if src.is_dir():
+        shutil.copytree(src, dest, symlinks=True, dirs_exist_ok=True)
+        return
+    if add and tarfile.is_tarfile(src):  # ADD unpacks a local archive
+        dest.mkdir(parents=True, exist_ok=True)
+        with tarfile.open(src) as tar:
+            tar.extractall(dest, filter="data")
+        return
+    target = dest / src.name if dest_is_dir else dest
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(src, target, follow_symlinks=False)
+
+
+def stage_copy(step: df.Step, context: Path, image: Path, file: str) -> None:
+    """COPY/ADD with Docker's rules, into the staged tree `image` (the filesystem's root)."""
+    *patterns, dest = step.args
+    where = f"{file}: line {step.line}: {step.kind}"
+    srcs = [p for pat in patterns for p in _sources(context, pat, where)]
+    dest_is_dir = dest.endswith("/") or len(srcs) > 1
+    target = image / dest.lstrip("/")
+    for src in srcs:
+        _copy_one(src, target, dest_is_dir or src.is_dir(), step.kind == "ADD")
+
+
+def tops_of(plan: df.Plan) -> list[str]:
+    """The top-level directories the Dockerfile puts files or its WORKDIR in (each gets an overlay)."""
+    tops = {"app"}
+    for s in plan.steps:
+        paths = s.args[-1:] if s.kind in ("COPY", "ADD") else s.args if s.kind == "WORKDIR" else ()
+        for p in paths:
+            top = p.strip("/").split("/", 1)[0]
+            if top:
+                tops.add(top)
+    return sorted(tops)
+
+
+def prepare(spec: SandboxSpec, root: Path) -> LocalImage:
+    """Stage the Dockerfile's steps up to its first RUN under root/image; the rest is run inside."""
+    if len(spec.services) > 1:
+        raise Unsupported(
+            f"docker-compose.yaml has {len(spec.services)} services: one sandbox runs one", "local"
+        )
+    image = root / "image"
+    (image / "app").mkdir(parents=True)
+    dockerfile = spec.dockerfile_dir / spec.dockerfile if spec.dockerfile_dir else None
+    if dockerfile is None or not dockerfile.is_file():
+        if spec.workdir_files:  # no Dockerfile (a prebuilt image only): the task's files, as before
+            shutil.copytree(spec.workdir_files, image / "app", symlinks=True, dirs_exist_ok=True)
+        return LocalImage(env=dict(spec.env))
+    plan = df.plan(dockerfile, {"BASE_IMAGE": "horizon-local"})
+    reasons = static_reasons(plan)
+    if reasons:
+        raise Unsupported(
+            "; ".join(reasons[:3]) + (f" (and {len(reasons) - 3} more)" if len(reasons) > 3 else ""), "local"
+        )
+    out = LocalImage(tops=tops_of(plan), env={**plan.env, **spec.env}, file=plan.file)
+    steps = list(plan.steps)
+    while steps and steps[0].kind != "RUN":
+        s = steps.pop(0)
+        if s.kind in ("COPY", "ADD"):
+            stage_copy(s, spec.dockerfile_dir, image, plan.file)
+        elif s.kind == "WORKDIR":
+            (image / s.args[0].lstrip("/")).mkdir(parents=True, exist_ok=True)
+            out.start_dir = s.args[0]
+        elif s.kind == "ENV":
+            out.start_env.update(dict(s.args))
+    out.inside = steps
+    _settle_tops(out, image, spec.workdir)
+    return out
+
+
+def _settle_tops(out: LocalImage, image: Path, workdir: str | None) -> None:
+    """Every top-level directory as a staged tree; a host symlink (/bin -> usr/bin) is followed, and
+    the ones the sandbox keeps for itself are refused."""
+    if workdir:
+        (image / workdir.lstrip("/")).mkdir(parents=True, exist_ok=True)
+        out.tops = sorted({*out.tops, workdir.strip("/").split("/", 1)[0]} - {""})
+    tops = set()
+    for top in out.tops:
+        if top in ("proc", "dev", "sys", "run"):
+            raise Unsupported(f"{out.file}: files under /{top}, which the sandbox keeps for itself", "local")
+        host = Path("/") / top
+        if host.is_symlink() and (image / top).exists():
+            real = os.readlink(host).strip("/").split("/", 1)[0]
+            shutil.copytree(
+                image / top, image / os.readlink(host).lstrip("/"), symlinks=True, dirs_exist_ok=True
+            )
+            shutil.rmtree(image / top)
+            top = real
+        (image / top).mkdir(exist_ok=True)
+        tops.add(top)
+    out.tops = sorted(tops)
+    out.system = [t for t in out.tops if t in SYSTEM]
+
+
+def write_build_files(root: Path) -> Path:
+    """root/build: the apt shim and the host's package list, bound at /run/horizon/build while RUN steps run."""
+    d = root / "build"
+    (d / "bin").mkdir(parents=True)
+    for name in ("apt-get", "apt"):
+        (d / "bin" / name).write_text(APT_SHIM)
+        (d / "bin" / name).chmod(0o755)
+    (d / "host-packages").write_text("\n".join(sorted(host_packages())) + "\n")
+    return d
+
+
+def _q(words) -> str:
+    return " ".join(shlex.quote(str(w)) for w in words)
+
+
+def build_script(img: LocalImage) -> str:
+    """The shell script that runs the steps left (as the sandbox's root), one numbered step at a time;
+    it stops at the first that fails, saying which (`horizon-step LINE rc`)."""
+    lines = ["umask 022", "export PATH=/run/horizon/build/bin:$PATH"]
+    for s in img.inside:
+        if s.kind == "ENV":
+            lines += [f"export {k}={shlex.quote(v)}" for k, v in s.args]
+        elif s.kind == "WORKDIR":
+            lines.append(f"mkdir -p {shlex.quote(s.args[0])} && cd {shlex.quote(s.args[0])} || "
+                         f"{{ echo 'horizon-step {s.line} 1'; exit 1; }}")  # fmt: skip
+        elif s.kind == "RUN":
+            lines.append(f'( {_q(s.args)} ) || {{ echo "horizon-step {s.line} $?"; exit 1; }}')
+        elif s.kind in ("COPY", "ADD"):
+            *patterns, dest = s.args
+            is_dir = dest.endswith("/") or len(patterns) > 1
+            cmd = "horizon_copy " + _q([dest, "dir" if is_dir else "file", *patterns])
+            lines.append(f"{cmd} || {{ echo 'horizon-step {s.line} 1'; exit 1; }}")
+    return COPY_FN + "\n".join(lines) + "\necho horizon-build-done\n"
+
+
+# COPY inside the sandbox (after a RUN): sources from the build context bound at /run/horizon/context
+COPY_FN = r"""horizon_copy() {
+  dest="$1"; kind="$2"; shift 2; n=0
+  for pat in "$@"; do
+    for src in /run/horizon/context/$pat; do
+      [ -e "$src" ] || { echo "no such file in the build context: $pat" >&2; return 1; }
+      n=$((n + 1))
+      if [ -d "$src" ]; then mkdir -p "$dest" && cp -a "$src/." "$dest/" || return 1
+      elif [ "$kind" = dir ]; then mkdir -p "$dest" && cp -a "$src" "$dest/" || return 1
+      else mkdir -p "$(dirname "$dest")" && cp -a "$src" "$dest" || return 1; fi
+    done
+  done
+}
+"""
+
+
+PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+BUILD_TAIL = 4000  # bytes of a failed Dockerfile step's output kept in the reason
+
+
+# a writable overlay: user.* xattrs (userxattr, Linux >= 5.11) let a directory of the lower layer be
+# removed inside a user namespace (without it, EIO); kernels without the option mount it without
+OVERLAY = """ovl() { o="lowerdir=$1,upperdir=$2/data,workdir=$2/work"; mkdir "$2" "$2/data" "$2/work"
+  mount -n -t overlay -o "$o,userxattr" "$3" "$4" 2>/dev/null || mount -n -t overlay -o "$o" "$3" "$4"; }"""
+
+
+def mount_script(image: LocalImage, rebind_tools: bool) -> str:
+    """Overlays for the staged top-level directories: writable ones over a tmpfs layer (as /app always
+    was), system ones read-only over the host's; then the staging mounts go (lazily)."""
+    lines = ["set -e; umask 022", OVERLAY]
+    for top in image.writable:
+        lines.append(f"ovl /run/horizon/lower/{top} /run/horizon/upper/{top} horizon-{top} /{top}")
+    for top in image.system:
+        lines.append(f"mount -n -t overlay -o lowerdir=/run/horizon/lower/{top}:/{top} horizon-{top} /{top}")
+    if rebind_tools:  # an overlay on /opt hid the toolchain's mount point
+        lines += ["mkdir -p /opt/horizon", "mount -n --bind /run/horizon/tools /opt/horizon",
+                  "mount -n -o remount,bind,ro /opt/horizon"]  # fmt: skip
+    if not image.inside:  # a build still needs the upper layer for the directories its RUN steps make
+        lines.append("umount -n -l /run/horizon/lower /run/horizon/upper")
+    lines += [f"touch -h -d @{FIXED_MTIME} /{top}" for top in image.writable]
+    return "\n".join(lines)
+
+
+# after a build: each top-level directory its RUN steps made gets a writable layer like the staged ones
+# (the agent may write there, as in the image), then / goes read-only and the build's mounts go
+SEAL = f"""set -e; umask 022
+{OVERLAY}
+for d in /*; do
+  n=${{d#/}}; [ -d "$d" ] && [ ! -L "$d" ] || continue
+  case " $* " in *" $n "*) continue;; esac
+  ovl "$d" "/run/horizon/upper/$n" "horizon-$n" "$d"
+done
+umount -n -l /run/horizon/lower /run/horizon/upper
+mount -n -o remount,bind,ro /
+umount -n -l /run/horizon/build /run/horizon/context"""
+
+
+def run_inside(sb, img: LocalImage) -> None:
+    """The Dockerfile's steps from its first RUN on, as the sandbox's root, before any agent process;
+    a step that fails makes the task Unsupported here, naming its line and the end of its output."""
+    before = sb._run(["ls", "-A", "/"], privileged=True, timeout=30).stdout.decode().split()
+    env = {"PATH": PATH, "HOME": "/root", "LANG": "C.UTF-8", **img.start_env}
+    script = build_script(img)
+    cmd = ["env", "-i", *(f"{k}={v}" for k, v in env.items()), "sh", "-c", script]
+    r = sb._run(cmd, cwd=img.start_dir, privileged=True, timeout=sb.spec.build_timeout)
+    out = (r.stdout + r.stderr).decode("utf-8", "replace")
+    if r.killed or "horizon-build-done" not in out:
+        failed = [line.split() for line in out.splitlines() if line.startswith("horizon-step ")]
+        line, rc = failed[-1][1:3] if failed else ("?", "killed" if r.killed else str(r.rc))
+        why = f"timed out after {sb.spec.build_timeout:.0f} s" if r.killed else f"exited {rc}"
+        tail = out.replace("horizon-step", "").strip()[-BUILD_TAIL:].strip()
+        raise Unsupported(
+            f"{img.file}: line {line}: the step {why} in the sandbox: ...{tail[-600:]}", "local"
+        )
+    known = [*img.tops, *before]
+    r = sb._run(["sh", "-c", SEAL, "seal", *known], privileged=True, timeout=30)
+    if r.rc != 0:
+        raise SandboxError(
+            f"{sb.spec.name}: sealing / after the build failed: {r.stderr.decode(errors='replace')[-300:]}"
+        )
