@@ -14,7 +14,8 @@ from horizon.eval.agent.prompts import Template
 from horizon.eval.attempt import LiveSandboxes, RunContext, run_attempt
 from horizon.eval.models.backends import ScriptedBackend
 from horizon.eval.sandbox import SandboxSpec
-from horizon.eval.sandbox.docker.sandbox import DockerSandbox, client, ensure_image
+from horizon.eval.sandbox.docker.image import ensure_image
+from horizon.eval.sandbox.docker.sandbox import DockerSandbox, client
 from horizon.eval.tasks.benchmark import load_harbor, load_tb1
 from horizon.terminus import Command, render_response
 from tests.helpers import FIXTURES, REPO

@@ -10,7 +10,8 @@ import yaml
 
 from horizon import config as hc
 from horizon.cli import main
-from horizon.report.plan import assumed_lengths, assumed_rates, make_plan, plan, read_profile
+from horizon.report.plan import make_plan, plan
+from horizon.report.plan_inputs import assumed_lengths, assumed_rates, read_profile
 from tests.helpers import REPO
 
 # lengths uniform on [0, 400] tokens: S(x) = 1 - x / 400, so the integrals below are by hand

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from horizon.report.plan import Lengths, Pool, Profile, Rates
+from horizon.report.plan_inputs import Lengths, Pool, Profile, Rates
 
 
 def _job_seconds(timing_dir: Path, pattern: str) -> list[float]:

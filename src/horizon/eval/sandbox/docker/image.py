@@ -27,22 +27,24 @@ _build_locks: dict[str, threading.Lock] = {}
 _locks_guard = threading.Lock()
 
 
-def _present(c, ref: str) -> bool:
-    daemon, missing = _errors()
+def image_present(c, ref: str) -> bool:
+    daemon, missing = sdk_errors()
     try:
         c.images.get(ref)
         return True
     except missing:
         return False
     except daemon as e:
-        raise SandboxError(f"the Docker daemon at {_host()} failed looking up image {ref}: {e}") from None
+        raise SandboxError(
+            f"the Docker daemon at {daemon_host()} failed looking up image {ref}: {e}"
+        ) from None
 
 
-def _host() -> str:
+def daemon_host() -> str:
     return os.environ.get("DOCKER_HOST", "the default socket")
 
 
-def _errors():
+def sdk_errors():
     """(errors that mean the daemon failed a call or cannot be reached, image-not-found)."""
     import docker.errors
     import requests.exceptions
@@ -64,7 +66,7 @@ def _pull(c, spec: SandboxSpec) -> str:
     import docker.errors
     import requests.exceptions
 
-    if not _present(c, spec.image):
+    if not image_present(c, spec.image):
         log.info("pulling %s", spec.image)
         try:
             c.images.pull(spec.image)
@@ -74,7 +76,7 @@ def _pull(c, spec: SandboxSpec) -> str:
             ) from None
         except requests.exceptions.RequestException as e:  # the daemon itself is unreachable
             raise SandboxError(
-                f"{spec.name}: the Docker daemon at {_host()} failed pulling {spec.image}: {e}"
+                f"{spec.name}: the Docker daemon at {daemon_host()} failed pulling {spec.image}: {e}"
             ) from None
         except docker.errors.DockerException as e:
             raise Unsupported(
@@ -90,7 +92,7 @@ def _build(c, spec: SandboxSpec, base_image: str, image_map: dict, tag: str) -> 
 
     from horizon.eval.tasks.dockerfile import map_bases
 
-    daemon, _ = _errors()
+    daemon, _ = sdk_errors()
     mapped = (
         map_bases(spec.dockerfile_dir / spec.dockerfile, image_map, {"BASE_IMAGE": base_image})
         if image_map
@@ -125,7 +127,9 @@ def ensure_image(c, spec: SandboxSpec, base_image: str, image_map: dict | None =
                           "one container runs one", "docker")  # fmt: skip
     if spec.image and not spec.dockerfile_dir:
         return _pull(c, spec)
-    if spec.image and _present(c, spec.image):  # a task with both: the prebuilt image wins (Harbor semantics)
+    if spec.image and image_present(
+        c, spec.image
+    ):  # a task with both: the prebuilt image wins (Harbor semantics)
         return spec.image
     if not spec.dockerfile_dir:
         raise SandboxError(f"{spec.name}: the task has neither docker_image nor a Dockerfile")
@@ -136,7 +140,7 @@ def ensure_image(c, spec: SandboxSpec, base_image: str, image_map: dict | None =
     with _locks_guard:
         lock = _build_locks.setdefault(tag, threading.Lock())
     with lock:
-        if _present(c, tag):
+        if image_present(c, tag):
             return tag
         t = time.monotonic()
         _build(c, spec, base_image, mapping, tag)

@@ -38,7 +38,7 @@ from horizon.eval.sandbox import (
     SandboxError,
     SandboxSpec,
 )
-from horizon.eval.sandbox.docker.image import _errors, _host, _present, context_hash, ensure_image  # noqa: F401
+from horizon.eval.sandbox.docker.image import daemon_host, ensure_image, image_present, sdk_errors
 from horizon.io import tar_bytes
 
 log = logging.getLogger("horizon.eval.sandbox.docker")
@@ -55,13 +55,13 @@ def client():
         import docker
     except ImportError:
         raise SandboxError("the docker sandbox needs the docker SDK: pip install 'horizon[docker]'") from None
-    daemon, _ = _errors()
+    daemon, _ = sdk_errors()
     try:
         c = docker.from_env(timeout=600)
         c.ping()
         return c
     except daemon as e:
-        raise SandboxError(f"cannot reach the Docker daemon at {_host()}: {e}") from None
+        raise SandboxError(f"cannot reach the Docker daemon at {daemon_host()}: {e}") from None
 
 
 def sweep(run_id: str) -> int:
@@ -101,7 +101,7 @@ class DockerSandbox(Sandbox):
         labels = {LABEL: "1", **{k: str(v) for k, v in self.spec.labels.items()}}
         if not self.spec.workdir:  # the image's own WORKDIR, as docker exec would use it
             self._workdir = (c.images.get(image).attrs.get("Config") or {}).get("WorkingDir") or "/"
-        daemon, _ = _errors()
+        daemon, _ = sdk_errors()
         self.started_at = int(time.time()) - 1
         try:
             self.container = c.containers.run(
@@ -135,7 +135,7 @@ class DockerSandbox(Sandbox):
     def alive(self) -> bool:
         if self.container is None:
             return False
-        daemon, _ = _errors()
+        daemon, _ = sdk_errors()
         try:
             self.container.reload()
             return self.container.status == "running"
@@ -144,7 +144,7 @@ class DockerSandbox(Sandbox):
 
     def stop(self) -> None:
         if self.container is not None:
-            daemon, missing = _errors()
+            daemon, missing = sdk_errors()
             try:
                 self.container.remove(force=True)
             except missing:
@@ -166,7 +166,7 @@ class DockerSandbox(Sandbox):
         if timeout is not None:  # coreutils timeout inside the container: the command dies, not just the wait
             cmd = ["timeout", "-k", "2", str(max(1, int(timeout + 0.999))), *cmd]
         api = self.container.client.api
-        daemon, _ = _errors()
+        daemon, _ = sdk_errors()
         try:
             ex = api.exec_create(self.container.id, cmd, workdir=cwd or self.workdir, environment=env or {}, stdout=True,
                                  stderr=True, user=user)  # fmt: skip
@@ -226,7 +226,7 @@ class DockerSandbox(Sandbox):
         return home
 
     def _put_archive(self, parent: str, data: bytes, what: str) -> None:
-        daemon, _ = _errors()
+        daemon, _ = sdk_errors()
         try:
             ok = self.container.put_archive(parent, data)
         except daemon as e:
@@ -235,7 +235,7 @@ class DockerSandbox(Sandbox):
             raise SandboxError(f"{self.spec.name}: copying {what} to {parent} failed")
 
     def diagnose(self) -> Diagnosis:
-        daemon, missing = _errors()
+        daemon, missing = sdk_errors()
         if self.container is None:
             return Diagnosis("lost", f"{self.spec.name}: the container was never started")
         try:
@@ -243,7 +243,7 @@ class DockerSandbox(Sandbox):
         except missing:
             return Diagnosis("lost", "the container was removed outside the harness")
         except daemon as e:
-            return Diagnosis("lost", f"the Docker daemon at {_host()} does not answer: {e}")
+            return Diagnosis("lost", f"the Docker daemon at {daemon_host()} does not answer: {e}")
         state = self.container.attrs["State"]
         if state["Status"] != "running":
             return self._stopped(state)
@@ -282,7 +282,7 @@ class DockerSandbox(Sandbox):
 
     def _kills_through_the_daemon(self) -> list[str]:
         """Signals sent to the container through the daemon's API since it started (`docker kill`, ...)."""
-        daemon, _ = _errors()
+        daemon, _ = sdk_errors()
         try:
             events = self.container.client.events(since=self.started_at, until=int(time.time()) + 1, decode=True,
                                                   filters={"container": self.container.id, "event": "kill"})  # fmt: skip
@@ -291,7 +291,7 @@ class DockerSandbox(Sandbox):
             return ["unknown (the daemon's events could not be read)"]
 
     def _pids(self) -> tuple[int, int] | None:
-        daemon, _ = _errors()
+        daemon, _ = sdk_errors()
         try:
             stats = self.container.stats(stream=False, one_shot=True).get("pids_stats") or {}
         except daemon:
@@ -305,7 +305,7 @@ class DockerSandbox(Sandbox):
         self._put_archive(parent, tar_bytes(Path(src), name), str(src))
 
     def get(self, src: str, dest: Path) -> bool:
-        daemon, _ = _errors()
+        daemon, _ = sdk_errors()
         try:
             stream, _ = self.container.get_archive(src)
             buf = io.BytesIO(b"".join(stream))
@@ -349,7 +349,7 @@ def build_base_image(
     import tempfile
 
     c = client()
-    if _present(c, tag):
+    if image_present(c, tag):
         return tag
     if not shutil.which("debootstrap"):
         raise SandboxError("building the base image needs debootstrap (Debian: apt-get install debootstrap)")

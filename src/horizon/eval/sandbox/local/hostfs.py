@@ -16,11 +16,13 @@ import tempfile
 from pathlib import Path
 
 from horizon.eval.sandbox import SandboxError, SandboxSpec
+from horizon.eval.sandbox.local import imagebuild
 
 UID_BASE, UID_COUNT = 200000, 4096
 LOCK_DIR = Path(tempfile.gettempdir()) / "horizon-sandbox-uids"
-FIXED_MTIME = 1767225600  # 2026-01-01T00:00:00Z: `ls -l` of a task's files reads the same in every run
 DIR_PREFIX = "horizon-sb-"
+# the environment of the host-side helpers (nsenter, slirp4netns): nothing of the harness's own
+HOST_ENV = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8"}
 
 
 def host_tool(name: str, package: str) -> str:
@@ -57,13 +59,6 @@ class UidLease:
             self._fh.close()
 
 
-def set_mtimes(root: Path, when: int = FIXED_MTIME) -> None:
-    for dirpath, dirnames, filenames in os.walk(root):
-        for n in filenames + dirnames:
-            os.utime(os.path.join(dirpath, n), (when, when), follow_symlinks=False)
-    os.utime(root, (when, when))
-
-
 def world_readable(path: Path) -> bool:
     """Can any user reach and read `path` (o+x on every parent, o+rx on it)?"""
     p = Path(path).resolve()
@@ -94,8 +89,6 @@ def _chown_tree(path: Path, uid: int) -> None:
 def prepare_root(spec: SandboxSpec, toolchain: Path | None, owner: int | None):
     """(the sandbox's host directory, the toolchain path to bind, the LocalImage of the task's Dockerfile):
     owned by `owner` (the sandbox's uid). The staged image is root/image (imagebuild.prepare)."""
-    from horizon.eval.sandbox.local import imagebuild
-
     if toolchain is not None and not (toolchain / "home").is_dir():
         raise SandboxError(f"the graders' toolchain {toolchain} is missing or incomplete (toolchain.build)")
     name = re.sub(r"[^A-Za-z0-9_.-]", "_", spec.name)[:40]
@@ -109,7 +102,7 @@ def prepare_root(spec: SandboxSpec, toolchain: Path | None, owner: int | None):
     except BaseException:
         shutil.rmtree(root, ignore_errors=True)
         raise
-    set_mtimes(root / "image")
+    imagebuild.set_mtimes(root / "image")
     tools = toolchain
     if tools is not None and not world_readable(tools):  # behind a private directory (a 0700 home)
         shutil.copytree(tools, root / "tools", symlinks=True)

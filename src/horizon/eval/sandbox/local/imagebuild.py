@@ -30,9 +30,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from horizon.eval.sandbox import SandboxError, SandboxSpec, Unsupported
-from horizon.eval.sandbox.local.hostfs import FIXED_MTIME
 from horizon.eval.tasks import dockerfile as df
 
+FIXED_MTIME = 1767225600  # 2026-01-01T00:00:00Z: `ls -l` of a task's files reads the same in every run
 SYSTEM = ("usr", "etc", "bin", "sbin", "lib", "lib32", "lib64", "libx32")
 APT_WORDS = {"apt-get", "apt"}
 # apt-get/apt while the Dockerfile's RUN steps run: the host's packages are the stand-in image's
@@ -47,6 +47,14 @@ case "$sub" in
   *) echo "horizon: apt-get $sub is not reproduced by the local sandbox" >&2; exit 100;;
 esac
 """
+
+
+def set_mtimes(root: Path, when: int = FIXED_MTIME) -> None:
+    """Every file and directory under `root` stamped `when` (the staged image reads the same in every run)."""
+    for dirpath, dirnames, filenames in os.walk(root):
+        for n in filenames + dirnames:
+            os.utime(os.path.join(dirpath, n), (when, when), follow_symlinks=False)
+    os.utime(root, (when, when))
 
 
 @dataclass
@@ -309,11 +317,11 @@ umount -n -l /run/horizon/build /run/horizon/context"""
 def run_inside(sb, img: LocalImage) -> None:
     """The Dockerfile's steps from its first RUN on, as the sandbox's root, before any agent process;
     a step that fails makes the task Unsupported here, naming its line and the end of its output."""
-    before = sb._run(["ls", "-A", "/"], privileged=True, timeout=30).stdout.decode().split()
+    before = sb.run_from_host(["ls", "-A", "/"], privileged=True, timeout=30).stdout.decode().split()
     env = {"PATH": PATH, "HOME": "/root", "LANG": "C.UTF-8", **img.start_env}
     script = build_script(img)
     cmd = ["env", "-i", *(f"{k}={v}" for k, v in env.items()), "sh", "-c", script]
-    r = sb._run(cmd, cwd=img.start_dir, privileged=True, timeout=sb.spec.build_timeout)
+    r = sb.run_from_host(cmd, cwd=img.start_dir, privileged=True, timeout=sb.spec.build_timeout)
     out = (r.stdout + r.stderr).decode("utf-8", "replace")
     if r.killed or "horizon-build-done" not in out:
         failed = [line.split() for line in out.splitlines() if line.startswith("horizon-step ")]
@@ -324,7 +332,7 @@ def run_inside(sb, img: LocalImage) -> None:
             f"{img.file}: line {line}: the step {why} in the sandbox: ...{tail[-600:]}", "local"
         )
     known = [*img.tops, *before]
-    r = sb._run(["sh", "-c", SEAL, "seal", *known], privileged=True, timeout=30)
+    r = sb.run_from_host(["sh", "-c", SEAL, "seal", *known], privileged=True, timeout=30)
     if r.rc != 0:
         raise SandboxError(
             f"{sb.spec.name}: sealing / after the build failed: {r.stderr.decode(errors='replace')[-300:]}"

@@ -204,6 +204,16 @@ class Cgroup:
         self.dirs = {}
 
 
+def join_prefix(cgroup: Cgroup | None) -> list[str]:
+    """The host-side start of a command line that must run in `cgroup`: join it first (None: nothing)."""
+    if cgroup is None:
+        return []
+    files = cgroup.procs_files
+    writes = " && ".join(f'echo $$ > "${i + 1}"' for i in range(len(files)))
+    script = f'{writes} && shift {len(files)} && exec "$@"'
+    return ["/bin/sh", "-c", script, "horizon-join", *files]
+
+
 def _int(text: str) -> int:
     text = text.strip()
     return int(text) if text.isdigit() else 0

@@ -17,7 +17,8 @@ import subprocess
 import time
 
 from horizon.eval.sandbox import SandboxError
-from horizon.eval.sandbox.local.hostfs import host_tool
+from horizon.eval.sandbox.local.hostfs import HOST_ENV, host_tool
+from horizon.eval.sandbox.local.limits import join_prefix
 
 
 class UserNet:
@@ -35,10 +36,8 @@ class UserNet:
                 "--netns-type=path", f"/proc/self/fd/{net}", "tap0"]  # fmt: skip
         if setpriv is not None and os.stat("/dev/net/tun").st_mode & 0o006 == 0o006:
             argv = [setpriv, f"--reuid={sb.uid}", f"--regid={sb.uid}", "--clear-groups", *argv]
-        from horizon.eval.sandbox.local.sandbox import HOST_ENV
-
         proc = subprocess.Popen(
-            [*sb._prefix(), *argv], env=dict(HOST_ENV), cwd="/", stdin=subprocess.DEVNULL,
+            [*join_prefix(sb.cgroup), *argv], env=dict(HOST_ENV), cwd="/", stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, pass_fds=(ready_w, exit_r, user, net),
         )  # fmt: skip
         os.close(ready_w)

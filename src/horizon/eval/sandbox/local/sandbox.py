@@ -58,6 +58,7 @@ from horizon.eval.sandbox import (
 from horizon.eval.sandbox.local import hostexec, imagebuild, netns
 from horizon.eval.sandbox.local import limits as cgroups
 from horizon.eval.sandbox.local.hostfs import (
+    HOST_ENV,
     UidLease,
     host_tool,
     prepare_root,
@@ -69,7 +70,6 @@ log = logging.getLogger("horizon.eval.sandbox")
 
 SYSTEM_DIRS = ("usr", "etc", "bin", "sbin", "lib", "lib32", "lib64", "libx32")
 PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-HOST_ENV = {"PATH": PATH, "LANG": "C.UTF-8"}  # for the host-side helpers: nothing of the harness's own
 MARKER = "horizon-sandbox-init"
 NAMESPACES = {
     "user": "--user",
@@ -134,7 +134,7 @@ class LocalSandbox(Sandbox):
             self.cgroup = self._make_cgroup()
             self._launch(bwrap, tools, as_root)
             script = imagebuild.mount_script(self.image, "opt" in self.image.writable and tools is not None)
-            r = self._run(["sh", "-c", script], privileged=True, timeout=30)
+            r = self.run_from_host(["sh", "-c", script], privileged=True, timeout=30)
             if r.rc != 0:
                 raise SandboxError(
                     f"{self.spec.name}: mounting /app failed: {r.stderr.decode(errors='replace')[-500:]}"
@@ -252,7 +252,7 @@ class LocalSandbox(Sandbox):
             ]
         try:
             self.proc = subprocess.Popen(
-                [*self._prefix(), *argv], env=dict(HOST_ENV), cwd="/", stdin=subprocess.DEVNULL,
+                [*cgroups.join_prefix(self.cgroup), *argv], env=dict(HOST_ENV), cwd="/", stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, pass_fds=(info_w, theirs.fileno()),
             )  # fmt: skip
         finally:
@@ -347,14 +347,6 @@ class LocalSandbox(Sandbox):
 
     # -- operations -----------------------------------------------------------------------------
 
-    def _prefix(self) -> list[str]:
-        """The host-side start of a command line that must run in the sandbox's cgroup: join it first."""
-        if self.cgroup is None:
-            return []
-        writes = " && ".join(f'echo $$ > "${i + 1}"' for i in range(len(self.cgroup.procs_files)))
-        script = f'{writes} && shift {len(self.cgroup.procs_files)} && exec "$@"'
-        return ["/bin/sh", "-c", script, "horizon-join", *self.cgroup.procs_files]
-
     def _enter(self, cwd: str, privileged: bool) -> list[str]:
         # as root, become the sandbox's root (nsenter's default); an ordinary user already is it (its uid
         # is the one mapped to 0), and may not call setgroups in a namespace bubblewrap made
@@ -365,7 +357,7 @@ class LocalSandbox(Sandbox):
             argv += [self.tools["setpriv"], "--bounding-set=-all", "--inh-caps=-all", "--no-new-privs", "--"]
         return argv
 
-    def _run(self, argv, cwd="/", input=None, timeout=None, privileged=False) -> hostexec.HostResult:
+    def run_from_host(self, argv, cwd="/", input=None, timeout=None, privileged=False) -> hostexec.HostResult:
         """One command entered from the host, outside the cgroup; `privileged` keeps root's capabilities
         inside the sandbox (set-up steps only, never while an agent process lives)."""
         if not self.alive():
@@ -409,7 +401,7 @@ class LocalSandbox(Sandbox):
                 self.spec.name,
                 e,
             )
-        r = self._run(["sh", "-c", KILL_ALL], timeout=30)
+        r = self.run_from_host(["sh", "-c", KILL_ALL], timeout=30)
         if r.rc != 0:
             raise SandboxError(f"{self.spec.name}: {r.stderr.decode(errors='replace').strip()[-300:]}")
 
@@ -421,7 +413,7 @@ mount -n -t tmpfs -o {size},mode=0755 horizon-logs /logs
 mount -n -t tmpfs -o size={self.spec.memory_mb << 20},mode=0700 horizon-home {self.grader_home}
 mkdir /logs/verifier /logs/agent
 tar -x --no-same-owner -C /tests"""
-        r = self._run(["sh", "-c", script], input=tests_archive, privileged=True, timeout=120)
+        r = self.run_from_host(["sh", "-c", script], input=tests_archive, privileged=True, timeout=120)
         if r.rc != 0:
             raise SandboxError(
                 f"{self.spec.name}: putting the tests in failed: {r.stderr.decode(errors='replace')[-500:]}"
@@ -429,7 +421,7 @@ tar -x --no-same-owner -C /tests"""
         return self.grader_home
 
     def clear_grading(self) -> None:
-        r = self._run(
+        r = self.run_from_host(
             ["sh", "-c", f"umount -n -l /tests /logs {self.grader_home}"], privileged=True, timeout=30
         )
         if r.rc != 0:
