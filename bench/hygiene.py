@@ -57,7 +57,7 @@ def _run(code: str) -> tuple[dict, float]:
 
 
 def _benchmark(path: Path, rng: random.Random, n_tasks: int = 300) -> list[str]:
-    from horizon.data.synthetic import WORDS
+    from bench.corpora import WORDS
 
     tasks = [
         " ".join(rng.choice(WORDS) + str(rng.randint(0, 99)) for _ in range(150)) for _ in range(n_tasks)
@@ -69,9 +69,9 @@ def _benchmark(path: Path, rng: random.Random, n_tasks: int = 300) -> list[str]:
 
 
 def _corpus(tmp: Path, n: int, tasks: list[str], rng: random.Random) -> Path:
+    from bench.corpora import corpus
     from horizon.data.normalize import normalize
     from horizon.data.sources import download
-    from horizon.data.synthetic import corpus
 
     src = tmp / f"corpus-{n}.jsonl"
     with open(src, "w") as fh:
@@ -119,7 +119,7 @@ def bench_decontam(n: int = 300) -> None:
 
 def bench_judge(n: int = 64, delay: float = 0.25) -> None:
     from horizon.data.judge import JudgeSettings, run_judge
-    from tests.unit.test_judge import corpus, scripted_server
+    from tests.doubles.judge import corpus, scripted_server
 
     with tempfile.TemporaryDirectory() as d, scripted_server("--delay", delay) as (url, _):
         tmp = Path(d)

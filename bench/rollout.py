@@ -31,9 +31,9 @@ WAITS = 0.1
 
 def _setup():
     from horizon.eval.agent.prompts import Template
-    from horizon.eval.models.backends import ScriptedBackend
     from horizon.eval.tasks.benchmark import load_harbor
     from horizon.terminus import Command, render_response
+    from tests.doubles.backends import ScriptedBackend
 
     task = load_harbor(REPO / "demo" / "tasks" / "word-count")
     ans = [

@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Figures of task synthesis against the SCRIPTED synthesis server (tests/fixtures/scripted_synth.py: a
+"""Figures of task synthesis against the SCRIPTED synthesis server (tests/doubles/scripted_synth.py: a
 FAKE author, reviewer and teacher), with real verification in a sandbox, each against a baseline
 measured in the same run.
 
@@ -66,7 +66,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=1)
     a = ap.parse_args()
     from horizon.eval.sandbox import toolchain
-    from tests.helpers import scripted_synth_server
+    from tests.doubles.servers import scripted_synth_server
 
     rates, checks, verify_kept, oracle = [], {}, [], []
     with scripted_synth_server() as url, toolchain.temporary() as tools:

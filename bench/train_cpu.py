@@ -13,9 +13,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import tempfile
 import time
 from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))  # bench.corpora
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
@@ -29,11 +33,11 @@ def main() -> None:
     import torch
     from transformers import DataCollatorForSeq2Seq, Trainer
 
+    from bench.corpora import corpus
     from horizon import config as hc
     from horizon.data.normalize import normalize
     from horizon.data.sources import download
     from horizon.data.student import build_tiny
-    from horizon.data.synthetic import corpus
     from horizon.data.tokens import tokenize_shard
     from horizon.train.examples import Examples, TrainSpec, build_examples
     from horizon.train.worker import make_trainer, training_arguments

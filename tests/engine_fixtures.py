@@ -111,7 +111,8 @@ def dockerd(tmp_path_factory):
     old = os.environ.get("DOCKER_HOST")
     os.environ["DOCKER_HOST"] = host
     try:
-        from horizon.eval.sandbox.docker.sandbox import BASE_IMAGE, build_base_image
+        from horizon.eval.sandbox.docker.baseimage import build_base_image
+        from horizon.eval.sandbox.docker.sandbox import BASE_IMAGE
 
         t = time.monotonic()
         build_base_image(BASE_IMAGE, workdir=root)

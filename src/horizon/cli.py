@@ -6,6 +6,8 @@ horizon terminus-template the published Terminus-2's prompt turns as a template 
 horizon check-tasks      load a benchmark directory and report malformed tasks (file, field)
 horizon oracle           run every task's reference solution in a sandbox and grade it
 horizon plan             GPU-hours per stage and in total of a grid, before (or while) it runs
+horizon base-image       the docker sandbox's offline base image (debootstrap), for tasks whose FROM
+                         image cannot be pulled here (eval.sandbox_options.image_map)
 """
 
 from __future__ import annotations
@@ -139,6 +141,27 @@ def cmd_plan(a) -> int:
     return 0
 
 
+def cmd_base_image(a) -> int:
+    """The base image in the Docker daemon, made by debootstrap unless it is there; a named error otherwise."""
+    import subprocess
+
+    from horizon.eval.sandbox import SandboxError
+    from horizon.eval.sandbox.docker.baseimage import build_base_image
+    from horizon.eval.sandbox.docker.sandbox import BASE_IMAGE
+
+    try:
+        tag = build_base_image(a.tag or BASE_IMAGE, suite=a.suite, workdir=a.workdir, mirror=a.mirror)
+    except SandboxError as e:
+        print(f"horizon base-image: {e}", file=sys.stderr)
+        return 1
+    except subprocess.CalledProcessError as e:
+        tail = (e.stderr or b"").decode(errors="replace").strip()[-1000:]
+        print(f"horizon base-image: {e.cmd[0]} failed (exit {e.returncode}): {tail}", file=sys.stderr)
+        return 1
+    print(json.dumps({"image": tag}))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     from horizon.io import setup_logging
 
@@ -205,6 +228,18 @@ def main(argv: list[str] | None = None) -> int:
     n.add_argument("--from-results", action="store_true", help="use what finished jobs measured")
     n.add_argument("--directory", default=".", help="working directory of the run (for --from-results)")
     n.set_defaults(fn=cmd_plan)
+    b = sub.add_parser("base-image", help="the docker sandbox's base image without a registry (debootstrap)")
+    b.add_argument(
+        "--tag",
+        default=None,
+        help="the image's name (default horizon-base:bookworm: eval.sandbox_options.base_image's)",
+    )
+    b.add_argument("--suite", default="bookworm", help="the Debian release debootstrap installs")
+    b.add_argument("--mirror", default=None, help="the Debian mirror (default: debootstrap's)")
+    b.add_argument(
+        "--workdir", default=None, help="where the root file system is made (default: the temp dir)"
+    )
+    b.set_defaults(fn=cmd_base_image)
     a = p.parse_args(argv)
     setup_logging()
     return a.fn(a)

@@ -8,8 +8,8 @@ import json
 import pyarrow.parquet as pq
 import pytest
 
+from tests.doubles.judge import scripted_server
 from tests.helpers import REPO, fixture_rows, snakemake, write_config
-from tests.unit.test_judge import scripted_server
 
 pytestmark = pytest.mark.slow
 

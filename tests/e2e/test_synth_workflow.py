@@ -7,7 +7,8 @@ import json
 import pytest
 import yaml
 
-from tests.helpers import REPO, scripted_synth_server, snakemake, write_config
+from tests.doubles.servers import scripted_synth_server
+from tests.helpers import REPO, snakemake, write_config
 
 pytestmark = pytest.mark.slow
 

@@ -8,9 +8,9 @@ import pytest
 from horizon.eval.agent.loop import AgentConfig
 from horizon.eval.agent.prompts import Template
 from horizon.eval.attempt import LiveSandboxes, RunContext, run_attempt
-from horizon.eval.models.backends import ScriptedBackend
 from horizon.eval.tasks.benchmark import load_benchmark, load_harbor, load_tb1
 from horizon.terminus import Command, render_response
+from tests.doubles.backends import ScriptedBackend
 from tests.engine_fixtures import sandbox_processes
 from tests.helpers import FIXTURES, REPO
 

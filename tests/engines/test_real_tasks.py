@@ -107,8 +107,8 @@ def test_a_multi_step_attempt_is_recorded_step_by_step(tools):
     from horizon.eval.agent.loop import AgentConfig
     from horizon.eval.agent.prompts import Template
     from horizon.eval.attempt import LiveSandboxes, RunContext, run_attempt
-    from horizon.eval.models.backends import ScriptedBackend
     from horizon.terminus import Command, render_response
+    from tests.doubles.backends import ScriptedBackend
     from tests.helpers import REPO
 
     def ans(cmd=None, done=False):
@@ -132,8 +132,8 @@ def test_a_rollout_records_what_the_sandbox_cannot_run_as_unsupported(tools, tmp
     from horizon.eval.agent.loop import AgentConfig
     from horizon.eval.agent.prompts import Template
     from horizon.eval.attempt import RunContext
-    from horizon.eval.models.backends import ScriptedBackend
     from horizon.eval.rollout import run_repeat
+    from tests.doubles.backends import ScriptedBackend
     from tests.helpers import REPO
 
     ctx = RunContext("local", ScriptedBackend([]), Template.load(REPO / "demo" / "prompt.yaml"), AgentConfig(), [],
@@ -150,8 +150,8 @@ def test_run_tests_in_same_shell_as_the_switch_says(tools, tmp_path, mode):
     from horizon.eval.agent.loop import AgentConfig
     from horizon.eval.agent.prompts import Template
     from horizon.eval.attempt import LiveSandboxes, RunContext, run_attempt
-    from horizon.eval.models.backends import ScriptedBackend
     from horizon.terminus import Command, render_response
+    from tests.doubles.backends import ScriptedBackend
     from tests.helpers import REPO
 
     d = tmp_path / "same-shell"

@@ -17,7 +17,7 @@ pytestmark = pytest.mark.engine
 JOB = r"""
 import logging, sys
 from horizon.eval.agent.loop import AgentConfig
-from horizon.eval.models.backends import ScriptedBackend
+from tests.doubles.backends import ScriptedBackend
 from horizon.eval.agent.prompts import Template
 from horizon.eval.attempt import RunContext
 from horizon.eval.rollout import run_repeat

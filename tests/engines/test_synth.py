@@ -1,5 +1,5 @@
 """Seeds -> verified Harbor tasks -> a teacher's corpus that normalize accepts, against the SCRIPTED
-synthesis server (tests/fixtures/scripted_synth.py: a FAKE author, reviewer and teacher; no model behind
+synthesis server (tests/doubles/scripted_synth.py: a FAKE author, reviewer and teacher; no model behind
 it) with real verification in the local bubblewrap sandbox. Each canned seed exercises one outcome:
 kept at once, a broken Dockerfile (build), a wrong solution (round trip), tests a lazy attempt passes
 (attack), a review that changes a test (kept after a round), an answer that is not files."""
@@ -18,7 +18,8 @@ from horizon.eval.tasks.benchmark import read_manifest
 from horizon.synth.cascade import SynthSettings
 from horizon.synth.run import SynthError, synthesize
 from horizon.synth.seeds import load_seeds
-from tests.helpers import FIXTURES, REPO, scripted_synth_server
+from tests.doubles.servers import FAKE_VLLM, scripted_synth_server
+from tests.helpers import FIXTURES, REPO
 
 pytestmark = pytest.mark.engine
 PROMPTS = REPO / "workflow" / "synth" / "prompts"
@@ -114,7 +115,7 @@ def test_an_endpoint_that_dies_mid_run_resumes_without_asking_finished_seeds_aga
 
 
 def test_a_local_teacher_served_by_vllm_collects_through_the_chat_route(tools, tmp_path, monkeypatch):
-    """`collect.teacher.vllm_model`: a FAKE `vllm serve` (tests/fixtures/fake_vllm.py; no GPU here) started
+    """`collect.teacher.vllm_model`: a FAKE `vllm serve` (tests/doubles/fake_vllm.py; no GPU here) started
     for the collection, answering the chat route; stopped after it."""
     from horizon.eval.collect.corpus import collect_with_teacher
     from horizon.eval.tasks.benchmark import write_manifest
@@ -133,7 +134,7 @@ def test_a_local_teacher_served_by_vllm_collects_through_the_chat_route(tools, t
     c = {"variants": 2, "concurrency": 2, "teacher": teacher}
     usage = collect_with_teacher(c, tmp_path / "tasks.json", REPO / "demo" / "prompt.yaml", tmp_path / "c.jsonl",
                                  "local", {"toolchain": tools}, 0,
-                                 vllm_command=[sys.executable, str(FIXTURES / "fake_vllm.py"), "serve"])  # fmt: skip
+                                 vllm_command=[sys.executable, str(FAKE_VLLM), "serve"])  # fmt: skip
     assert (usage["successes"], usage["failures"]) == (2, 0)
     assert {json.loads(x)["path"] for x in (tmp_path / "requests.jsonl").read_text().splitlines()} == {
         "/v1/chat/completions"}  # fmt: skip

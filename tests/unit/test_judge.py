@@ -1,33 +1,18 @@
-"""The LLM-judge filter against a SCRIPTED OpenAI-compatible server (tests/fixtures/scripted_judge.py,
+"""The LLM-judge filter against a SCRIPTED OpenAI-compatible server (tests/doubles/scripted_judge.py,
 a fake: no model behind it) started by the test: verdicts, malformed answers, rate limits, a judge
 that refuses, an endpoint that refuses, and a server that dies mid-run (resume)."""
 
 import json
 
-import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
 from horizon.data.judge import JudgeError, JudgeSettings, Malformed, Rubric, parse_verdict, run_judge
-from horizon.data.normalize import TRAJECTORY_SCHEMA
 from horizon.io import Journal
-from tests.helpers import REPO, scripted_process
+from tests.doubles.judge import corpus, scripted_server
+from tests.helpers import REPO
 
 RUBRIC = REPO / "workflow" / "judge" / "rubric.yaml"
-
-
-def scripted_server(*args, log=None):
-    """The SCRIPTED judge server in its own process; yields (base URL, process)."""
-    return scripted_process("scripted_judge.py", *args, log=log, what="scripted judge server")
-
-
-def corpus(tmp_path, texts: dict[str, str]) -> str:
-    rows = [{"traj_id": t, "task": t, "source": "f", "source_row": i, "n_turns": 2,
-             "conversations": [{"role": "user", "content": f"task {t}"}, {"role": "assistant", "content": x}]}
-            for i, (t, x) in enumerate(texts.items())]  # fmt: skip
-    path = tmp_path / "trajectories.parquet"
-    pq.write_table(pa.Table.from_pylist(rows, schema=TRAJECTORY_SCHEMA), path)
-    return str(path)
 
 
 def settings(url, **kw) -> JudgeSettings:

@@ -8,7 +8,8 @@ import pytest
 from horizon.data.chatml import ChatSerializer
 from horizon.eval.models.backends import BackendError, CompletionsBackend, TransformersBackend, VLLMServer
 from horizon.terminus import parse_response
-from tests.helpers import FIXTURES, REPO, fixture_rows
+from tests.doubles.servers import FAKE_VLLM
+from tests.helpers import REPO, fixture_rows
 
 CONV = fixture_rows()[0]["conversations"][:5]  # ends with a user turn: the next prompt
 
@@ -24,7 +25,7 @@ def test_completions_prompt_is_the_training_serialization(
         context_length=4096,
         seed=3,
         extra_args=["--reasoning-parser", "qwen3"],
-        command=[sys.executable, str(FIXTURES / "fake_vllm.py"), "serve"],
+        command=[sys.executable, str(FAKE_VLLM), "serve"],
         startup_timeout=30,
     )
     with server:
@@ -47,7 +48,7 @@ def test_a_server_that_dies_at_start_is_an_infra_error(tmp_path):
         "/m",
         4096,
         0,
-        command=[sys.executable, str(FIXTURES / "fake_vllm.py"), "serve", "--fail"],
+        command=[sys.executable, str(FAKE_VLLM), "serve", "--fail"],
         log_path=tmp_path / "vllm.log",
         startup_timeout=30,
     )
@@ -75,7 +76,7 @@ def fake_server(tmp_path, monkeypatch, prefix_caching=True, **env) -> VLLMServer
     for key, value in env.items():
         monkeypatch.setenv(f"FAKE_VLLM_{key.upper()}", str(value))
     return VLLMServer("/models/x", context_length=4096, seed=3, startup_timeout=30, prefix_caching=prefix_caching,
-                      command=[sys.executable, str(FIXTURES / "fake_vllm.py"), "serve"])  # fmt: skip
+                      command=[sys.executable, str(FAKE_VLLM), "serve"])  # fmt: skip
 
 
 def logged(tmp_path) -> list[dict]:

@@ -1,6 +1,6 @@
 """Task synthesis without a sandbox: seeds (quarantine with line numbers), a stage's answer as files,
 the reviewer's verdict, task.toml, and an endpoint that is down (against the SCRIPTED synthesis
-server, tests/fixtures/scripted_synth.py: a FAKE, no model behind it)."""
+server, tests/doubles/scripted_synth.py: a FAKE, no model behind it)."""
 
 import json
 import re
@@ -14,7 +14,8 @@ from horizon.synth.files import BadAnswer, parse_files, parse_review
 from horizon.synth.run import SynthError, synthesize
 from horizon.synth.seeds import Seed, load_seeds, read_qa
 from horizon.synth.verify import output_paths
-from tests.helpers import FIXTURES, REPO, scripted_synth_server
+from tests.doubles.servers import scripted_synth_server
+from tests.helpers import FIXTURES, REPO
 
 SEEDS = FIXTURES / "synth" / "seeds.jsonl"
 PROMPTS = REPO / "workflow" / "synth" / "prompts"

@@ -16,7 +16,6 @@ token ids as the prompt), so no server-side template is involved at all.
   teachers collecting a corpus, not for evaluating our students.
 - VLLMServer: starts `vllm serve <model dir>` on this job's GPU, waits for /health, and stops it
   (process group: SIGTERM, then SIGKILL) even when the job fails.
-- ScriptedBackend: replays given answers (tests).
 """
 
 from __future__ import annotations
@@ -29,7 +28,7 @@ import socket
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -308,25 +307,6 @@ class ChatBackend(Backend):
 
     def close(self) -> None:
         self.client.close()
-
-
-class ScriptedBackend(Backend):
-    """Answers from a list (cycled) or a function of the conversation; for tests."""
-
-    def __init__(self, answers: Sequence[str] | Callable[[Sequence[dict]], str]):
-        self.answers = answers
-        self.calls = 0
-
-    def prompt_tokens(self, messages) -> int:
-        return sum(len(m["content"]) // 4 + 4 for m in messages)
-
-    def complete(self, messages, seed, max_tokens, timeout=None) -> Completion:
-        if callable(self.answers):
-            text = self.answers(messages)
-        else:
-            text = self.answers[self.calls % len(self.answers)]
-        self.calls += 1
-        return Completion(text, self.prompt_tokens(messages), len(text) // 4 + 1)
 
 
 def _healthy(url: str) -> bool:

@@ -38,7 +38,7 @@ from horizon.eval.sandbox import (
     SandboxError,
     SandboxSpec,
 )
-from horizon.eval.sandbox.docker.image import daemon_host, ensure_image, image_present, sdk_errors
+from horizon.eval.sandbox.docker.image import daemon_host, ensure_image, sdk_errors
 from horizon.io import tar_bytes
 
 log = logging.getLogger("horizon.eval.sandbox.docker")
@@ -335,41 +335,3 @@ def _toolchain_tar(path: Path, name: str = "horizon") -> bytes:
             data = out.getvalue()
         _toolchain_tars[key] = data
     return _toolchain_tars[key]
-
-
-def build_base_image(
-    tag: str = BASE_IMAGE,
-    suite: str = "bookworm",
-    workdir: str | Path | None = None,
-    mirror: str | None = None,
-) -> str:
-    """A base image without a registry: debootstrap a minimal Debian with tmux and python3, import it."""
-    import shutil
-    import subprocess
-    import tempfile
-
-    c = client()
-    if image_present(c, tag):
-        return tag
-    if not shutil.which("debootstrap"):
-        raise SandboxError("building the base image needs debootstrap (Debian: apt-get install debootstrap)")
-    root = Path(tempfile.mkdtemp(prefix="horizon-base-", dir=workdir))
-    try:
-        cmd = [
-            "debootstrap",
-            "--variant=minbase",
-            "--include=tmux,python3,procps,ca-certificates",
-            suite,
-            str(root),
-        ]
-        if mirror:
-            cmd.append(mirror)
-        subprocess.run(cmd, check=True, capture_output=True)
-        archive = root.with_suffix(".tar")
-        subprocess.run(["tar", "-C", str(root), "-cf", str(archive), "."], check=True)
-        repo, _, version = tag.partition(":")
-        c.api.import_image(src=str(archive), repository=repo, tag=version or "latest")
-        archive.unlink()
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
-    return tag

@@ -1,4 +1,4 @@
-"""Synthetic trajectories in the corpus schema, of chosen token lengths (benchmarks, tests).
+"""FAKE corpora for the benchmarks: synthetic trajectories in the corpus schema, of chosen token lengths.
 
 Not a stand-in for the real corpus's content: the text is random but shaped like it (a harness
 prompt, reasoning, Terminus-2 JSON with shell commands, terminal output with listings, logs and

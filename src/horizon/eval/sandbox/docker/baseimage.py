@@ -1,0 +1,53 @@
+"""A base image without a registry: a minimal Debian made by debootstrap, imported into the Docker daemon.
+
+The docker sandbox builds a task's Dockerfile FROM `eval.sandbox_options.base_image` (default
+horizon-base:bookworm); a FROM image that cannot be pulled here can be mapped onto it
+(`eval.sandbox_options.image_map`, `horizon oracle --map-image`). `horizon base-image` makes it:
+Debian (minbase) with tmux, python3, procps and ca-certificates, nothing else.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+from horizon.eval.sandbox import SandboxError
+from horizon.eval.sandbox.docker.image import image_present
+from horizon.eval.sandbox.docker.sandbox import BASE_IMAGE, client
+
+
+def build_base_image(
+    tag: str = BASE_IMAGE,
+    suite: str = "bookworm",
+    workdir: str | Path | None = None,
+    mirror: str | None = None,
+) -> str:
+    """The image `tag` in the Docker daemon (kept when it is there): a minimal Debian `suite` with tmux and
+    python3, made by debootstrap (from `mirror`, else Debian's default) under `workdir` and imported."""
+    c = client()
+    if image_present(c, tag):
+        return tag
+    if not shutil.which("debootstrap"):
+        raise SandboxError("building the base image needs debootstrap (Debian: apt-get install debootstrap)")
+    root = Path(tempfile.mkdtemp(prefix="horizon-base-", dir=workdir))
+    try:
+        cmd = [
+            "debootstrap",
+            "--variant=minbase",
+            "--include=tmux,python3,procps,ca-certificates",
+            suite,
+            str(root),
+        ]
+        if mirror:
+            cmd.append(mirror)
+        subprocess.run(cmd, check=True, capture_output=True)
+        archive = root.with_suffix(".tar")
+        subprocess.run(["tar", "-C", str(root), "-cf", str(archive), "."], check=True)
+        repo, _, version = tag.partition(":")
+        c.api.import_image(src=str(archive), repository=repo, tag=version or "latest")
+        archive.unlink()
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    return tag
