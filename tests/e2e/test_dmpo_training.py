@@ -8,7 +8,7 @@ from horizon.dmpo.launch import DMPOSpec, train_dmpo
 from horizon.dmpo.pairs import build_pairs
 from horizon.dmpo.ref_logprobs import compute_reference
 from tests.e2e.test_training import kill_after_first_checkpoint, train_cfg
-from tests.unit.test_dmpo_data import write_attempts
+from tests.unit.dmpo.attempts import write_attempts
 
 pytestmark = pytest.mark.slow
 

@@ -1,7 +1,7 @@
 import pytest
 
 from horizon import config as hc
-from horizon.grid import Grid, ModelName, rho_token
+from horizon.grid import Grid, ModelName, rho_token, wildcard_pattern
 from horizon.score.select import keep_count
 from tests.helpers import REPO, deep_update
 
@@ -228,3 +228,85 @@ def test_synth_example_validates_and_is_off_in_the_paper_grid():
         "input": 0.5,
         "output": 2.0,
     }
+
+
+def raw_demo() -> dict:
+    """The demo's config: two scripted teachers (careful, the study's corpus, and blind)."""
+    import yaml
+
+    return yaml.safe_load((REPO / "demo" / "config.yaml").read_text())
+
+
+def one_source() -> dict:
+    raw = raw_demo()
+    study = raw["corpus"]["sources"]["careful"]
+    raw["corpus"] = {"source": study["source"], "collect": study["collect"]}
+    return raw
+
+
+def two_sources(**corpus) -> dict:
+    raw = raw_demo()
+    raw["corpus"] = {"sources": raw["corpus"]["sources"], **corpus}
+    return raw
+
+
+def test_other_teachers_models_are_named_with_their_source():
+    assert str(ModelName.parse("single-K640@blind")) == "single-K640@blind"
+    m = ModelName.parse("single-K640@blind")
+    assert (m.source, m.label, m.group) == (
+        "blind",
+        "single-stage K=640 (blind)",
+        "single-stage, teacher blind",
+    )
+    assert ModelName.parse("refine-H640-tor-top-50").label == "two-stage H2=640 TOR-top 50%"
+    import re
+
+    pattern = re.compile(f"^{wildcard_pattern()}$")
+    assert all(pattern.match(n) for n in ("single-K640@blind", "refine-H640-tor-bottom-33.3", "single-K8"))
+    assert not pattern.match("refine-H640-top-50@blind")  # only single-stage models carry a source
+    with pytest.raises(ValueError, match="not a model name"):
+        ModelName.parse("single-K640@")
+
+
+def test_two_sources_keep_the_study_names_and_add_the_teachers_models():
+    one = Grid.from_config(hc.validate(one_source()))
+    two = Grid.from_config(hc.validate(two_sources(source_horizons=[640])))
+    added = [n for n in two.model_names if n not in one.model_names]
+    assert added == ["single-K640@blind"] and set(one.model_names) <= set(two.model_names)
+    assert (two.primary, two.compared, two.source_horizons) == ("careful", ("blind",), (640,))
+    assert two.data_root("results", "careful") == "results" == one.data_root("results")
+    assert two.data_root("results", "blind") == "results/sources/blind"
+    assert two.source_of_root("results", "results/sources/blind") == "blind"
+    every = Grid.from_config(hc.validate(two_sources()))  # source_horizons null: every horizon
+    assert [n for n in every.model_names if "@" in n] == [
+        "single-K192@blind",
+        "single-K384@blind",
+        "single-K640@blind",
+    ]
+
+
+@pytest.mark.parametrize(
+    "corpus, message",
+    [
+        ({"common_tasks": True}, "corpus.common_tasks: needs at least two"),
+        ({"source_horizons": [640]}, "corpus.source_horizons: needs at least two"),
+    ],
+)
+def test_keys_that_need_several_sources(corpus, message):
+    with pytest.raises(hc.ConfigError, match=message):
+        hc.validate(deep_update(one_source(), {"corpus": corpus}))
+
+
+def test_bad_source_settings_fail_naming_the_key():
+    raw = two_sources()
+    raw["corpus"]["source"] = "x.jsonl"
+    with pytest.raises(hc.ConfigError, match="exactly one of `source`"):
+        hc.validate(raw)
+    with pytest.raises(hc.ConfigError, match=r"corpus.source_horizons\[0\]: 999 is not one of horizons"):
+        hc.validate(two_sources(source_horizons=[999]))
+    bad = two_sources()
+    bad["corpus"]["sources"]["blind"]["collect"]["tasks"] = "nope"
+    with pytest.raises(hc.ConfigError, match="corpus.sources.blind.collect.tasks: 'nope' is not a benchmark"):
+        hc.validate(bad)
+    with pytest.raises(hc.ConfigError, match="corpus.sources"):
+        hc.validate(deep_update(two_sources(), {"corpus": {"sources": {"bad name": {"source": "x"}}}}))

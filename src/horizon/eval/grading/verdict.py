@@ -15,7 +15,7 @@ Harbor (harbor 0.26.0) reads /logs/verifier/reward.json first, then reward.txt: 
 finite number; reward.json a JSON object whose values are all finite numbers (a single key is the
 reward whatever its name; several keys: the one named "reward"). An empty file, bad JSON, a
 non-number, a non-finite value, or a JSON value that is not an object has no valid reward.
-Every difference from the reference code is tested (tests/unit/test_verdict.py, differential).
+Every difference from the reference code is tested (tests/conformance/test_verdicts.py, differential).
 """
 
 from __future__ import annotations

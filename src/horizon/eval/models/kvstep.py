@@ -13,7 +13,7 @@ no row here ever sees the shape of the call it is in:
   conversation's length add exact zeros;
 - every other operation works row by row.
 A token's keys and values are thus the same bits whether it was decoded alone, in a prefill chunk or
-in a full re-encode, whoever else was in the step. tests/unit/test_engine.py proves it bit for bit
+in a full re-encode, whoever else was in the step. tests/unit/eval/models/test_batching.py proves it bit for bit
 (1 and 2 threads). On a GPU kernels are chosen per shape and no such promise could be made: the
 backend uses the batcher on CPU only.
 

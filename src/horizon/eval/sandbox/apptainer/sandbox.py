@@ -12,7 +12,7 @@ Each exec gets --cleanenv (else Apptainer passes the harness's environment, API 
 command). Grading uses the protocol's generic steps (sandbox/__init__.py): kill -9 -1 inside, fresh
 /tests, /logs/verifier and HOME made inside.
 
-Apptainer is not packaged for Debian 12, so CI tests the command lines (tests/unit/test_apptainer.py).
+Apptainer is not packaged for Debian 12, so CI tests the command lines (tests/unit/eval/sandbox/apptainer/test_sandbox.py).
 """
 
 from __future__ import annotations

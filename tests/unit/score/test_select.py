@@ -1,0 +1,71 @@
+"""The selection rules: Top / Bottom / Random counts, ties and seeds, byte-identical subset files, and
+selection by TOR at equal budgets."""
+
+import math
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from horizon.score.select import keep_count, select, select_by_tor
+
+SCORES = [
+    {"traj_id": t, "score": s}
+    for t, s in [("a", -1.0), ("b", -0.5), ("c", -2.0), ("d", -0.5), ("e", -3.0), ("f", -1.5), ("g", None)]
+]
+
+
+def test_top_bottom_counts_ties_and_disjointness():
+    top = select(SCORES, "top", 0.5, seed=0)  # ceil(0.5 * 6 scored) = 3
+    assert [r["traj_id"] for r in top] == ["b", "d", "a"]  # b and d tie: traj_id order
+    assert [r["rank"] for r in top] == [1, 2, 3]
+    bottom = select(SCORES, "bottom", 0.5, seed=0)
+    assert [r["traj_id"] for r in bottom] == ["e", "c", "f"]
+    assert not {r["traj_id"] for r in top} & {r["traj_id"] for r in bottom}
+    assert len(select(SCORES, "top", 0.25, seed=0)) == 2  # ceil(1.5)
+    assert len(select(SCORES, "top", 1.0, seed=0)) == 6  # the unscored one never enters Top
+    everything = select(SCORES, "all", 1.0, seed=0)
+    assert [r["traj_id"] for r in everything] == ["b", "d", "a", "f", "c", "e", "g"]
+
+
+def test_random_is_reproducible_nested_and_seed_dependent():
+    r1 = [r["traj_id"] for r in select(SCORES, "random", 0.5, seed=3)]
+    assert r1 == [r["traj_id"] for r in select(list(reversed(SCORES)), "random", 0.5, seed=3)]
+    assert len(r1) == 3 and "g" not in r1
+    r_small = [r["traj_id"] for r in select(SCORES, "random", 0.25, seed=3)]
+    assert r1[: len(r_small)] == r_small
+    others = {tuple(r["traj_id"] for r in select(SCORES, "random", 0.5, seed=s)) for s in range(4, 10)}
+    assert any(o != tuple(r1) for o in others)
+
+
+def test_subset_files_are_byte_identical(tmp_path):
+    from horizon.score.select import write_subset
+
+    pq.write_table(
+        pa.Table.from_pylist([{**r, "n_window_tokens": 1} for r in SCORES]), tmp_path / "s.parquet"
+    )
+    write_subset(tmp_path / "s.parquet", "random", 0.5, 7, tmp_path / "a.parquet")
+    write_subset(tmp_path / "s.parquet", "random", 0.5, 7, tmp_path / "b.parquet")
+    assert (tmp_path / "a.parquet").read_bytes() == (tmp_path / "b.parquet").read_bytes()
+
+
+POOL = [{"traj_id": t, "n_window_tokens": w} for t, w in
+        [("p1", 5), ("p2", 5), ("p3", 5), ("p4", 5), ("p5", 0), ("p6", 5)]]  # fmt: skip
+
+
+TOR = {"p1": 0.5, "p2": 0.9, "p3": 0.5, "p4": math.nan, "p5": 1.0, "p6": 0.1}
+
+
+def test_tor_selections_rank_the_same_pool_at_equal_budgets():
+    top = select_by_tor(POOL, TOR, "tor-top", 0.5)  # 5 trajectories with a window token: ceil(2.5) = 3
+    assert [r["traj_id"] for r in top] == ["p2", "p1", "p3"]  # ties by traj_id; p5 has no window token
+    bottom = select_by_tor(POOL, TOR, "tor-bottom", 0.5)
+    assert [r["traj_id"] for r in bottom] == ["p6", "p1", "p3"]
+    everything = select_by_tor(POOL, TOR, "tor-top", 1.0)
+    assert everything[-1] == {"traj_id": "p4", "score": None, "rank": 5}  # no action, no TOR: last
+    scores = [{"traj_id": r["traj_id"], "score": None if r["n_window_tokens"] == 0 else -1.0} for r in POOL]
+    assert len(top) == len(select(scores, "top", 0.5, seed=0)) == keep_count(0.5, 5)
+    with pytest.raises(ValueError, match="unknown selection 'tor-middle'"):
+        select_by_tor(POOL, TOR, "tor-middle", 0.5)
+    with pytest.raises(ValueError, match="no TOR for 1 pool trajectories"):
+        select_by_tor(POOL, {k: v for k, v in TOR.items() if k != "p6"}, "tor-top", 0.5)

@@ -1,0 +1,108 @@
+"""Launching the training workers: single node and multi-node command lines, resume from the last
+complete checkpoint, and train.global_batch (accumulation from the world size, named errors at parse
+and launch time)."""
+
+import sys
+
+import pytest
+
+from horizon import config as hc
+from horizon.train.examples import TrainSpec
+from horizon.train.launch import check_batch, launch_command, slurm_nodes, world_size
+from horizon.train.worker import last_complete_checkpoint
+from tests.helpers import REPO
+
+
+def test_single_node_cpu_and_gpu():
+    cmd = launch_command("spec.json", {}, gpus=0, cpu_processes=2)
+    assert cmd == [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc-per-node=2",
+        "--standalone",
+        "--nnodes=1",
+        "-m",
+        "horizon.train.worker",
+        "spec.json",
+    ]
+    assert "--nproc-per-node=8" in launch_command(
+        "spec.json", {"SLURM_JOB_ID": "7", "SLURM_JOB_NUM_NODES": "1"}, 8, 1
+    )
+
+
+def test_multi_node_under_slurm_uses_srun_and_c10d_on_the_first_node():
+    env = {"SLURM_JOB_ID": "1234", "SLURM_JOB_NUM_NODES": "2", "SLURM_JOB_NODELIST": "gpu[07-08]"}
+    cmd = launch_command("/r/spec.json", env, gpus=8, cpu_processes=1)
+    assert cmd[:4] == ["srun", "--nodes=2", "--ntasks-per-node=1", "--kill-on-bad-exit=1"]
+    assert "--nproc-per-node=8" in cmd and "--nnodes=2" in cmd and "--rdzv-backend=c10d" in cmd
+    assert "--rdzv-endpoint=gpu07:30734" in cmd and "--rdzv-id=1234" in cmd
+    assert cmd[-3:] == ["-m", "horizon.train.worker", "/r/spec.json"]
+    assert slurm_nodes({"SLURM_JOB_NUM_NODES": "4"}) == 1  # not inside a Slurm job
+
+
+def test_resume_skips_and_removes_a_partial_checkpoint(tmp_path):
+    for step, complete in ((5, True), (10, True), (15, False)):
+        d = tmp_path / f"checkpoint-{step}"
+        d.mkdir()
+        if complete:
+            (d / "trainer_state.json").write_text("{}")
+    assert last_complete_checkpoint(tmp_path, remove_incomplete=True) == str(tmp_path / "checkpoint-10")
+    assert not (tmp_path / "checkpoint-15").exists()
+    assert last_complete_checkpoint(tmp_path / "none") is None
+
+
+def raw_paper() -> dict:
+    import yaml
+
+    return yaml.safe_load((REPO / "config.yaml").read_text())
+
+
+def test_accumulation_is_global_batch_over_world_times_per_device_batch():
+    assert hc.grad_accumulation(4, 4, 1) == 1  # the paper: 4 GPUs x batch 1
+    assert hc.grad_accumulation(4, 2, 1) == 2 and hc.grad_accumulation(4, 1, 1) == 4
+    assert hc.grad_accumulation(16, 2, 2) == 4
+    with pytest.raises(hc.GlobalBatchError) as e:
+        hc.grad_accumulation(4, 8, 1, " (rule train_single)")
+    assert "train.global_batch: 4 is not a multiple of world size 8 x train.per_device_batch 1 = 8" in str(
+        e.value
+    )
+    assert "(rule train_single)" in str(e.value)
+    with pytest.raises(hc.GlobalBatchError, match="world size 2 x train.per_device_batch 3 = 6"):
+        hc.grad_accumulation(4, 2, 3)
+
+
+def test_paper_default_and_the_removed_grad_accum_key():
+    assert hc.load(REPO / "config.yaml")["train"]["global_batch"] == 4
+    assert hc.load(REPO / "demo" / "config.yaml")["train"]["global_batch"] == 4  # 1 process x 4: as before
+    cfg = raw_paper()
+    cfg["train"]["grad_accum"] = 2
+    with pytest.raises(
+        hc.ConfigError, match=r"train.grad_accum: no longer a config key: .*train.global_batch"
+    ):
+        hc.validate(cfg)
+
+
+def test_gpus_and_world_from_rule_resources():
+    assert hc.gpus_of({"gres": "gpu:8"}) == 8 and hc.gpus_of({"gres": "gpu:h100:4"}) == 4
+    assert hc.gpus_of({"gres": "shard:2,gpu:a100:2"}) == 2 and hc.gpus_of({"gpu": 3}) == 3
+    assert hc.gpus_of({"mem_mb": 1000}) is None
+    assert hc.training_world({"gres": "gpu:4", "nodes": 2}) == 8 and hc.training_world({}) is None
+    cfg = hc.validate(raw_paper())
+    hc.check_global_batch(cfg, {"train_single": {"gres": "gpu:2", "nodes": 2}, "refine": {}})
+    with pytest.raises(hc.GlobalBatchError, match=r"rule refine: 3 GPUs x 1 node\(s\) in the profile"):
+        hc.check_global_batch(cfg, {"refine": {"gres": "gpu:3"}})
+
+
+def spec(**train) -> TrainSpec:
+    t = {"global_batch": 4, "per_device_batch": 1, "cpu_processes": 1, **train}
+    return TrainSpec("m", "init", "tok", [], 8, "out", "ckpt", t, 0)
+
+
+def test_launch_time_check_uses_the_world_this_job_has():
+    slurm2 = {"SLURM_JOB_ID": "5", "SLURM_JOB_NUM_NODES": "2"}
+    assert world_size(slurm2, gpus=4, cpu_processes=1) == 8 and world_size({}, 0, 3) == 3
+    assert check_batch(spec(), {}, gpus=4) == 1 and check_batch(spec(), {}, gpus=2) == 2
+    assert check_batch(spec(cpu_processes=2), slurm2, gpus=0) == 1
+    with pytest.raises(hc.GlobalBatchError, match=r"world size 8 .*\(m: 2 node\(s\) x 4 GPUs\)"):
+        check_batch(spec(), slurm2, gpus=4)
