@@ -32,13 +32,15 @@ def synthesize_once(url: str, out: Path, sandbox: str, tools) -> tuple[dict, lis
     import json
 
     from horizon.eval.llm import ChatBackend
-    from horizon.synth.cascade import SynthSettings
     from horizon.synth.run import synthesize
     from horizon.synth.seeds import load_seeds
+    from tests.helpers import synth_settings
 
     seeds = load_seeds(REPO / "tests/fixtures/synth/seeds.jsonl", None, min_score=5)
-    settings = SynthSettings(
-        "author", "reviewer", resources={"agent_timeout_sec": 60, "verifier_timeout_sec": 60}
+    settings = synth_settings(
+        model="author",
+        review_model="reviewer",
+        resources={"agent_timeout_sec": 60, "verifier_timeout_sec": 60},
     )
     author, reviewer = ChatBackend(url, "author"), ChatBackend(url, "reviewer")
     stats = synthesize(seeds, author, reviewer, settings, REPO / "workflow/synth/prompts", out, sandbox,

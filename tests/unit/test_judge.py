@@ -11,7 +11,7 @@ import pytest
 from horizon.data.judge import JudgeError, JudgeSettings, Malformed, Rubric, parse_verdict, run_judge
 from horizon.data.normalize import TRAJECTORY_SCHEMA
 from horizon.io import Journal
-from tests.helpers import REPO, scripted_process
+from tests.helpers import REPO, judge_settings, scripted_process
 
 RUBRIC = REPO / "workflow" / "judge" / "rubric.yaml"
 
@@ -31,8 +31,8 @@ def corpus(tmp_path, texts: dict[str, str]) -> str:
 
 
 def settings(url, **kw) -> JudgeSettings:
-    return JudgeSettings(**{"endpoint": url, "model": "scripted", "keep": 3.0, "concurrency": 4,
-                            "max_retries": 2, "timeout_s": 10, **kw})  # fmt: skip
+    return judge_settings(**{"endpoint": url, "model": "scripted", "keep": 3.0, "concurrency": 4,
+                             "max_retries": 2, "timeout_s": 10, **kw})  # fmt: skip
 
 
 def judged(tmp_path) -> dict[str, dict]:

@@ -9,12 +9,12 @@ import pytest
 
 from horizon.eval.llm import ChatBackend
 from horizon.eval.tasks import load_harbor
-from horizon.synth.cascade import SynthSettings, task_toml
+from horizon.synth.cascade import task_toml
 from horizon.synth.files import BadAnswer, parse_files, parse_review
 from horizon.synth.run import SynthError, synthesize
 from horizon.synth.seeds import Seed, load_seeds, read_qa
 from horizon.synth.verify import output_paths
-from tests.helpers import FIXTURES, REPO, scripted_synth_server
+from tests.helpers import FIXTURES, REPO, scripted_synth_server, synth_settings
 
 SEEDS = FIXTURES / "synth" / "seeds.jsonl"
 PROMPTS = REPO / "workflow" / "synth" / "prompts"
@@ -80,7 +80,9 @@ def test_review_verdicts():
 
 def test_task_toml_is_a_harbor_task(tmp_path):
     seed = Seed("so-1", "qa", tags=("bash", 'bad"tag'))
-    s = SynthSettings("a", "r", resources={"cpus": 2, "memory_mb": 512, "agent_timeout_sec": 90})
+    s = synth_settings(
+        model="a", review_model="r", resources={"cpus": 2, "memory_mb": 512, "agent_timeout_sec": 90}
+    )
     (tmp_path / "so-1" / "environment").mkdir(parents=True)
     (tmp_path / "so-1" / "environment" / "Dockerfile").write_text("FROM x\nWORKDIR /app\n")
     (tmp_path / "so-1" / "tests").mkdir()
@@ -104,7 +106,7 @@ def test_endpoint_down_is_a_named_error_and_nothing_is_journaled(tmp_path):
         with pytest.raises(
             SynthError, match=r"endpoint failed .*503.*0 of 6 seeds are finished.*rerun to resume"
         ):
-            synthesize(seeds, backend, backend, SynthSettings("author", "author"), PROMPTS, tmp_path,
+            synthesize(seeds, backend, backend, synth_settings(model="author"), PROMPTS, tmp_path,
                        concurrency=1)  # fmt: skip
     assert not (tmp_path / "synth.partial.jsonl").exists() and not (tmp_path / "tasks.json").exists()
 
