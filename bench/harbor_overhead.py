@@ -31,6 +31,7 @@ SAME = ("success", "reward", "failure_mode", "ended", "episodes", "parse_errors"
 
 def run(harness: str, root: Path, tok: Path, attempts: int, concurrency: int) -> tuple[list[dict], float]:
     from horizon.eval.rollout import rollout_job
+    from horizon.config import section_defaults
     from horizon.eval.settings import EvalSettings
     from tests.doubles.servers import FAKE_VLLM
 
@@ -41,7 +42,7 @@ def run(harness: str, root: Path, tok: Path, attempts: int, concurrency: int) ->
           "vllm_args": ["--reasoning-parser", "qwen3"], "sampling": {"max_tokens": 256}}  # fmt: skip
     t = time.monotonic()
     recs = rollout_job("-", str(tok), str(root / "tasks.json"), str(REPO / "demo/prompt.yaml"),
-                       EvalSettings.from_config(ev), 0, [], "m", "b", 0, str(out))  # fmt: skip
+                       EvalSettings.from_config(section_defaults("eval", ev)), 0, [], "m", "b", 0, str(out))  # fmt: skip
     return [r.to_dict() for r in recs], time.monotonic() - t
 
 

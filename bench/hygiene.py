@@ -118,6 +118,7 @@ def bench_decontam(n: int = 300) -> None:
 
 
 def bench_judge(n: int = 64, delay: float = 0.25) -> None:
+    from horizon.config import section_defaults
     from horizon.data.judge import JudgeSettings, run_judge
     from tests.doubles.judge import corpus, scripted_server
 
@@ -130,7 +131,7 @@ def bench_judge(n: int = 64, delay: float = 0.25) -> None:
             traj = corpus(work, {f"t{i:03d}": f"QUALITY={1 + i % 5} trajectory {i} " * 40 for i in range(n)})
             t = time.perf_counter()
             run_judge(traj, REPO / "workflow/judge/rubric.yaml", work / "judge.parquet", work / "judge.json",
-                      JudgeSettings(endpoint=url, model="scripted", keep=3, concurrency=conc))  # fmt: skip
+                      JudgeSettings.from_config(section_defaults("judge", dict(endpoint=url, model="scripted", keep=3, concurrency=conc))))  # fmt: skip
             rates[conc] = n / (time.perf_counter() - t)
         print(
             f"judge against the SCRIPTED server ({delay * 1000:.0f} ms per answer, {n} trajectories): "

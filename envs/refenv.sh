@@ -3,11 +3,18 @@
 # terminal-bench) in their own venv, on a Python >= 3.12 found on this machine. The conformance
 # suite (tests/conformance) compares our agent loop against them; `eval.prompt_template:
 # terminus-2-*` reads their prompt wording from it at run time. Idempotent: a stamp file records
-# what was installed.
-#   usage: envs/refenv.sh DIR "PKG==VER PKG==VER"    (REF_PY=/path/to/python3.12 to choose the interpreter)
+# what was installed (the requirements, one line), and an environment that has them is left alone.
+#   usage: envs/refenv.sh DIR REQUIREMENTS [EXTRA ...]
+#     REQUIREMENTS: the pins (src/horizon/assets/reference.txt); EXTRA: more requirements installed with
+#     them, e.g. 'harbor[daytona]' for a Harbor cloud environment; REF_PY=/path/to/python3.12 to choose
+#     the interpreter
 set -eu
 dir=$1
-pkgs=$2
+reqs=$2
+shift 2
+# the pins as one line (comments and blank lines dropped) and the extras: what the stamp holds
+pkgs=$(sed -e 's/#.*//' -e 's/[[:space:]]*$//' "$reqs" | grep -v '^$' | tr '\n' ' ' | sed 's/ $//')
+[ $# -eq 0 ] || pkgs="$pkgs $*"
 stamp="$dir/.installed"
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$pkgs" ] && [ -x "$dir/bin/python" ]; then
   exit 0
@@ -29,6 +36,5 @@ echo "refenv: $pkgs into $dir with $py ($("$py" --version 2>&1))"
 rm -rf "$dir"
 "$py" -m venv "$dir"
 "$dir/bin/python" -m pip install -q --upgrade pip
-# shellcheck disable=SC2086
-"$dir/bin/python" -m pip install -q $pkgs
+"$dir/bin/python" -m pip install -q -r "$reqs" "$@"
 printf '%s' "$pkgs" > "$stamp"

@@ -34,6 +34,34 @@ def deep_update(base: dict, over: dict) -> dict:
     return out
 
 
+# Settings records carry no defaults (the schema is their only home): tests build them as the workflow
+# does, from a config section with the schema's defaults filled, plus the test's own values.
+
+
+def eval_settings(**over):
+    """EvalSettings from config `eval:` at the schema's defaults, `over` merged in (nested dicts too)."""
+    from horizon.config import section_defaults
+    from horizon.eval.settings import EvalSettings
+
+    return EvalSettings.from_config(section_defaults("eval", over))
+
+
+def judge_settings(**over):
+    """JudgeSettings from config `judge:` at the schema's defaults, with `over`."""
+    from horizon.config import section_defaults
+    from horizon.data.judge import JudgeSettings
+
+    return JudgeSettings.from_config(section_defaults("judge", over))
+
+
+def synth_settings(**over):
+    """SynthSettings from config `synth:` at the schema's defaults, with `over` (resources merged in)."""
+    from horizon.config import section_defaults
+    from horizon.synth.cascade import SynthSettings
+
+    return SynthSettings.from_config(section_defaults("synth", over))
+
+
 def write_config(path: Path, cfg: dict) -> Path:
     path.write_text(yaml.safe_dump(cfg, sort_keys=False))
     return path

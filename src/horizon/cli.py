@@ -17,7 +17,7 @@ import json
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+from horizon.config import schema_property
 
 
 def _manifest(tasks: str, fmt: str, tmp: Path) -> Path:
@@ -134,9 +134,11 @@ def cmd_plan(a) -> int:
 
     cfg = load(a.configfile)
     results = Path(a.directory) / cfg["results"] if a.from_results else None
-    profile = Path(a.profile)
-    if not (profile / "config.yaml").exists() and (REPO / a.profile / "config.yaml").exists():
-        profile = REPO / a.profile  # a profile name, as `snakemake --profile slurm` finds it
+    from horizon.resources import checkout
+
+    profile, repo = Path(a.profile), checkout()
+    if not (profile / "config.yaml").exists() and repo and (repo / a.profile / "config.yaml").exists():
+        profile = repo / a.profile  # a profile name, as `snakemake --profile slurm` finds it
     print(make_plan(cfg, profile, results, title=str(a.configfile)))
     return 0
 
@@ -162,9 +164,14 @@ def cmd_base_image(a) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    from horizon.io import setup_logging
 
+def _config_default(*keys: str) -> dict:
+    """argparse's default (and choices, for an enum) of an option that stands for a config key."""
+    prop = schema_property(*keys)
+    return {"default": prop["default"], **({"choices": prop["enum"]} if "enum" in prop else {})}
+
+
+def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="horizon", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -174,18 +181,18 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--format", default="harbor", choices=["harbor", "tb1"])
     c.add_argument("--template", required=True)
     c.add_argument("--out", required=True)
-    c.add_argument("--variants", type=int, default=4)
+    c.add_argument("--variants", type=int, **_config_default("corpus", "collect", "variants"))
     c.add_argument("--sandbox", default="local")
-    c.add_argument("--concurrency", type=int, default=2)
+    c.add_argument("--concurrency", type=int, **_config_default("corpus", "collect", "concurrency"))
     c.add_argument("--seed", type=int, default=0)
     c.add_argument(
-        "--style", default="careful", choices=["careful", "blind"], help="inspect first, or act blind"
+        "--style", **_config_default("corpus", "collect", "style"), help="inspect first, or act blind"
     )
     c.set_defaults(fn=cmd_collect)
     e = sub.add_parser("extract-template", help="corpus -> prompt template yaml")
     e.add_argument("--corpus", required=True, help="trajectories.parquet or a corpus .jsonl")
     e.add_argument("--out", required=True)
-    e.add_argument("--confirmation", default="mark the task as complete")
+    e.add_argument("--confirmation", **_config_default("corpus", "confirmation_pattern"))
     e.add_argument("--reference-env", default=None, help="the reference Terminus-2 environment (make refenv)")
     e.set_defaults(fn=cmd_extract)
     t = sub.add_parser("terminus-template", help="the published Terminus-2's prompt turns -> template yaml")
@@ -199,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
     k.add_argument(
         "--sandbox",
         default=None,
-        choices=["local", "docker", "apptainer"],
+        choices=schema_property("eval", "sandbox")["enum"],
         help="also report what this sandbox cannot run (without running anything)",
     )
     k.set_defaults(fn=cmd_check)
@@ -209,8 +216,7 @@ def main(argv: list[str] | None = None) -> int:
     o.add_argument("--sandbox", default="local")
     o.add_argument(
         "--network",
-        default="declared",
-        choices=["declared", "owner", "none"],
+        **_config_default("eval", "network"),
         help="which tasks get the network (config eval.network)",
     )
     o.add_argument(
@@ -240,7 +246,13 @@ def main(argv: list[str] | None = None) -> int:
         "--workdir", default=None, help="where the root file system is made (default: the temp dir)"
     )
     b.set_defaults(fn=cmd_base_image)
-    a = p.parse_args(argv)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    from horizon.io import setup_logging
+
+    a = parser().parse_args(argv)
     setup_logging()
     return a.fn(a)
 

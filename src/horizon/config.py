@@ -1,22 +1,28 @@
 """The study's configuration: Snakemake's schema validation with defaults, and the cross-key checks.
 
 `validate` runs `snakemake.utils.validate(config, schema, set_default=True)` (bounds, enums,
-uniqueness and defaults all live in workflow/schemas/config.schema.yaml) and turns its first error
-into a message naming the key. The checks below are only those a schema cannot state: relations
-between keys. The grid itself (model names, subsets) is horizon.grid. Importing this module must
-stay cheap: every Slurm job re-parses the Snakefile.
+uniqueness and defaults all live in the schema, src/horizon/assets/config.schema.yaml, which
+workflow/schemas/config.schema.yaml links to) and turns its first error into a message naming the
+key. The schema is the only home of the defaults: the settings records are built from a validated
+config, and `schema_property` hands a default or an enum to what is not a config (the CLI). The
+checks below are only those a schema cannot state: relations between keys. The grid itself (model
+names, subsets) is horizon.grid. Importing this module must stay cheap: every Slurm job re-parses
+the Snakefile.
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable, Mapping
+import dataclasses
+import functools
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-SCHEMA_PATH = Path(__file__).resolve().parents[2] / "workflow" / "schemas" / "config.schema.yaml"
+from horizon.resources import CONFIG_SCHEMA as SCHEMA_PATH
+
 MOVED = {
     "resources": "per-rule resources live in a profile: slurm/ for the cluster, demo/profile/ for the demo"
 }
@@ -41,9 +47,9 @@ def _key(path: Iterable[Any]) -> str:
     return out or "<top level>"
 
 
-def _describe(err) -> str:
+def _describe(err, section: tuple[str, ...] = ()) -> str:
     """One line for a jsonschema ValidationError, naming the key and what is allowed."""
-    key = _key(err.absolute_path)
+    key = _key([*section, *err.absolute_path])
     if err.validator == "enum":
         allowed = ", ".join(map(str, err.validator_value))
         return f"config key {key}: {err.instance!r} is not allowed (allowed: {allowed})"
@@ -245,6 +251,62 @@ def check_harbor(ev: Mapping) -> None:
         )
 
 
+@functools.cache
+def _schema(path: Path) -> dict:
+    return yaml.safe_load(Path(path).read_text())
+
+
+def schema_property(*keys: str, schema_path: Path = SCHEMA_PATH) -> dict:
+    """The schema of one config key, e.g. schema_property("eval", "network") -> {type, enum, default, ...}
+    (a key under an optional object, such as corpus.collect.variants, is found in its `then` branch)."""
+    node = _schema(Path(schema_path))
+    for i, key in enumerate(keys):
+        props = node.get("properties") or (node.get("then") or {}).get("properties") or {}
+        if key not in props:
+            raise KeyError(f"config key {'.'.join(keys[: i + 1])}: not in the schema {schema_path}")
+        node = props[key]
+    return copy.deepcopy(node)
+
+
+def section_defaults(section: str, given: Mapping | None = None, schema_path: Path = SCHEMA_PATH) -> dict:
+    """One config section as validate would fill it: `given` over the schema's defaults (nested ones
+    included), its keys and types checked; the required keys the section leaves to the user may be
+    absent. For what runs without a whole config (the scripted teacher, tests, benchmarks)."""
+    import jsonschema
+
+    schema = _schema(Path(schema_path))
+    sub = {**schema["properties"][section], "$defs": schema.get("$defs", {})}
+    base = jsonschema.Draft202012Validator
+    check_properties = base.VALIDATORS["properties"]
+
+    def fill(validator, properties, instance, node):
+        if isinstance(instance, dict):
+            for name, prop in properties.items():
+                if "default" in prop:
+                    instance.setdefault(name, copy.deepcopy(prop["default"]))
+        yield from check_properties(validator, properties, instance, node)
+
+    out = copy.deepcopy(dict(given or {}))
+    for err in jsonschema.validators.extend(base, {"properties": fill})(sub).iter_errors(out):
+        if err.validator != "required":
+            raise ConfigError("invalid configuration:\n  " + _describe(err, (section,)))
+    return out
+
+
+def record_from(cls: type, section: Mapping, key: str, **built: Any):
+    """A settings record (a dataclass without defaults) from a validated config section: each field is
+    the section's key of that name (validate filled the schema's defaults), or one of `built` (fields
+    the caller converts); a missing key is an error that names it."""
+    names = [f.name for f in dataclasses.fields(cls)]
+    missing = [n for n in names if n not in built and n not in section]
+    if missing:
+        raise ConfigError(
+            f"config key {key}: {', '.join(missing)} missing; settings records are built from a validated "
+            "config (horizon.config.validate fills the schema's defaults)"
+        )
+    return cls(**{n: built[n] if n in built else section[n] for n in names})
+
+
 def load(path: str | Path) -> dict:
     """Read and validate a config file (for scripts and tests outside Snakemake)."""
     with open(path) as fh:
@@ -297,13 +359,16 @@ def training_world(resources: Mapping[str, Any]) -> int | None:
     return gpus * int(nodes)
 
 
-def check_global_batch(cfg: Mapping, rule_resources: Mapping[str, Mapping[str, Any]]) -> None:
+def check_global_batch(
+    cfg: Mapping, rule_resources: Mapping[str, Mapping[str, Any]], rule_name: Callable[[str], str] = str
+) -> None:
     """At parse time: the global batch divides over every training rule whose GPU count the profile sets.
 
     Rules without a GPU resource run on what the machine has; the launcher checks those at start.
+    `rule_name` maps a rule to its name in the run (a module's `use rule * ... as prefix_*`).
     """
     t = cfg["train"]
-    for rule in ("train_single", "refine"):
+    for rule in map(rule_name, ("train_single", "refine")):
         resources = rule_resources.get(rule, {})
         world = training_world(resources)
         if world is not None:

@@ -39,7 +39,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--configfile", nargs="+", default=["demo/config.yaml"], help="later files update earlier ones"
     )
-    ap.add_argument("--profile", default=str(Path(__file__).resolve().parents[2] / "demo" / "profile"))
+    from horizon.resources import checkout
+
+    # the checkout's demo/profile (make demo runs from the checkout; an installed horizon: ./demo/profile)
+    ap.add_argument("--profile", default=str((checkout() or Path()) / "demo" / "profile"))
     ap.add_argument("--cores", type=int, default=2)
     ap.add_argument("--directory", default=".")
     a, extra = ap.parse_known_args(argv)

@@ -28,8 +28,10 @@ def _missing() -> str | None:
         return None
     if os.environ.get("HORIZON_REFERENCE_ENV"):
         return f"HORIZON_REFERENCE_ENV={os.environ['HORIZON_REFERENCE_ENV']} has no bin/python"
-    pkgs = " ".join(reference.PACKAGES.values())
-    p = subprocess.run([str(REPO / "envs" / "refenv.sh"), str(REPO / ".venv-harbor"), pkgs],
+    from horizon.resources import REFERENCE_REQUIREMENTS, reference_pins
+
+    pkgs = " ".join(reference_pins().values())
+    p = subprocess.run([str(REPO / "envs" / "refenv.sh"), str(REPO / ".venv-harbor"), str(REFERENCE_REQUIREMENTS)],
                        capture_output=True, text=True)  # fmt: skip
     if p.returncode != 0 or not reference.available():
         return (

@@ -30,10 +30,12 @@ pytestmark = [pytest.mark.engine, pytest.mark.slow]
 JOB = r"""
 import json, logging, sys
 from horizon.eval.rollout import rollout_job
+from horizon.config import section_defaults
 from horizon.eval.settings import EvalSettings
 logging.basicConfig(level=logging.INFO, stream=sys.stderr)
 a = json.loads(sys.argv[1])
-rollout_job("-", a["tokenizer"], a["tasks"], a["template"], EvalSettings.from_config(a["eval"]), 0,
+settings = EvalSettings.from_config(section_defaults("eval", a["eval"]))
+rollout_job("-", a["tokenizer"], a["tasks"], a["template"], settings, 0,
             ["No such file"], "m", "b", 0, a["out"])
 """
 

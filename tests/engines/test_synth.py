@@ -15,11 +15,10 @@ from horizon.eval.agent.loop import AgentConfig
 from horizon.eval.collect.corpus import collect_teacher
 from horizon.eval.models.backends import ChatBackend
 from horizon.eval.tasks.benchmark import read_manifest
-from horizon.synth.cascade import SynthSettings
 from horizon.synth.run import SynthError, synthesize
 from horizon.synth.seeds import load_seeds
 from tests.doubles.servers import FAKE_VLLM, scripted_synth_server
-from tests.helpers import FIXTURES, REPO
+from tests.helpers import FIXTURES, REPO, synth_settings
 
 pytestmark = pytest.mark.engine
 PROMPTS = REPO / "workflow" / "synth" / "prompts"
@@ -31,8 +30,10 @@ def lines(path) -> list[dict]:
 
 def test_seeds_to_verified_tasks_to_a_corpus(tools, tmp_path):
     seeds = load_seeds(FIXTURES / "synth" / "seeds.jsonl", None, min_score=5)
-    settings = SynthSettings(
-        "author", "reviewer", resources={"agent_timeout_sec": 60, "verifier_timeout_sec": 60}
+    settings = synth_settings(
+        model="author",
+        review_model="reviewer",
+        resources={"agent_timeout_sec": 60, "verifier_timeout_sec": 60},
     )
     out, log = tmp_path / "synth", tmp_path / "server.jsonl"
     with scripted_synth_server(log=log) as url:
@@ -93,7 +94,7 @@ def test_seeds_to_verified_tasks_to_a_corpus(tools, tmp_path):
 
 def test_an_endpoint_that_dies_mid_run_resumes_without_asking_finished_seeds_again(tools, tmp_path):
     seeds = load_seeds(FIXTURES / "synth" / "seeds.jsonl", None, min_score=5)
-    settings = SynthSettings("author", "reviewer")
+    settings = synth_settings(model="author", review_model="reviewer")
     out, log = tmp_path / "synth", tmp_path / "server.jsonl"
 
     def run(url):
@@ -145,7 +146,7 @@ def test_docker_verification_keeps_and_rejects_the_same_seeds(tools, dockerd, tm
     """The same seeds verified under `eval.sandbox: docker` (each task's Dockerfile built by the tests'
     daemon): the same tasks kept, the same stage for each rejection as in the local sandbox."""
     seeds = load_seeds(FIXTURES / "synth" / "seeds.jsonl", None, min_score=5)
-    settings = SynthSettings("author", "reviewer")
+    settings = synth_settings(model="author", review_model="reviewer")
     out = tmp_path / "synth"
     with scripted_synth_server() as url:
         author, reviewer = ChatBackend(url, "author"), ChatBackend(url, "reviewer")

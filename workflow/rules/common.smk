@@ -2,27 +2,52 @@
 # Keep this cheap: every Slurm job re-parses the Snakefile.
 import os
 import re
+import sys
 from pathlib import Path
 
-# horizon is importable in every job (it is set here, not read: jobs inherit it), also inside a
-# container that holds only its dependencies
+# The workflow's own files (its package, scripts, schema, rubric, prompts) are found from this file's
+# place, never from the working directory or workflow.basedir: used as a module of another Snakefile,
+# both are the user's. A run's own paths (results/, the config's relative paths) stay relative to the
+# working directory.
+HORIZON = Path(str(workflow.current_basedir)).parents[1]
+HORIZON_SRC = HORIZON / "src"
+if not (HORIZON_SRC / "horizon").is_dir():
+    raise WorkflowError(
+        f"horizon's package is not at {HORIZON_SRC}: use the workflow from a local checkout "
+        "(module ... snakefile: a path to its Snakefile, not a URL)"
+    )
+# horizon is importable here and in every job (jobs inherit the variable, also inside a container that
+# holds only its dependencies): this checkout's package, whatever else is installed
+if sys.path[:1] != [str(HORIZON_SRC)]:
+    sys.path.insert(0, str(HORIZON_SRC))
 os.environ.update(
-    PYTHONPATH=os.pathsep.join(p for p in (f"{workflow.basedir}/src", os.environ.get("PYTHONPATH")) if p)
+    PYTHONPATH=os.pathsep.join(p for p in (str(HORIZON_SRC), os.environ.get("PYTHONPATH")) if p)
 )
 
 import horizon.config as hc
+from horizon.resources import made_in_checkout
 from horizon.grid import Grid, ModelName, wildcard_pattern, RHO, SINGLE, REFINE, SOURCE, selection_pattern
 from horizon.grid import PRIORITY_CHAIN, PRIORITY_DATA
 
-config.update(hc.validate(config, Path(workflow.basedir) / "workflow/schemas/config.schema.yaml"))
+# a module's `prefix:` would move the outputs but not the paths the scripts are given (params) or the
+# files input functions look for: the config key `results` moves everything
+if workflow.modifier.path_modifier.prefix:
+    raise WorkflowError(
+        f"horizon used as a module does not support `prefix: {workflow.modifier.path_modifier.prefix}`: "
+        "set the config key `results` (the folder everything is written under) instead"
+    )
 
-# train.global_batch over the GPUs the profile gives training (the launcher checks again with what it finds)
+config.update(hc.validate(config, HORIZON / "workflow/schemas/config.schema.yaml"))
+
+# train.global_batch over the GPUs the profile gives training (the launcher checks again with what it
+# finds); the profile's rule names are the workflow's as this Snakefile renames them (use rule ... as)
 hc.check_global_batch(
     config,
     {
         name: {k: getattr(v, "raw", v) for k, v in res.items()}
         for name, res in workflow.resource_settings.overwrite_resources.items()
     },
+    workflow.modifier.modify_rulename,
 )
 
 G = Grid.from_config(config)
@@ -44,9 +69,9 @@ FILTERS_ON = (
     or JUDGE["enabled"]
 )
 DECONTAM_BENCHES = list(DECONTAM["benchmarks"] or G.benches)
-JUDGE_RUBRIC = JUDGE["rubric"] or f"{workflow.basedir}/workflow/judge/rubric.yaml"
+JUDGE_RUBRIC = JUDGE["rubric"] or f"{HORIZON}/workflow/judge/rubric.yaml"
 SYNTH = config["synth"]
-SYNTH_PROMPTS = SYNTH["prompts"] or f"{workflow.basedir}/workflow/synth/prompts"
+SYNTH_PROMPTS = SYNTH["prompts"] or f"{HORIZON}/workflow/synth/prompts"
 SYNTH_PROMPT_FILES = sorted(str(p) for p in Path(SYNTH_PROMPTS).glob("*.j2"))
 
 
@@ -56,8 +81,13 @@ GRID_BENCHES = "|".join(re.escape(b) for b in G.benches)
 
 
 # One image for every rule, used with `--sdm apptainer` (README: Software); without it, rules run
-# in the environment Snakemake runs in.
-container: config["software"]["container"]
+# in the environment Snakemake runs in. A relative .sif is the working directory's, else the one
+# `make image` built in this checkout.
+IMAGE = config["software"]["container"]
+IMAGE = IMAGE if "://" in IMAGE else str(made_in_checkout(IMAGE, HORIZON))
+
+
+container: IMAGE
 
 
 wildcard_constraints:

@@ -149,20 +149,36 @@ def render_trajectory(conversation: Sequence[Mapping[str, str]], max_chars: int)
     return f"{text[:half]}\n[... {len(text) - 2 * half} characters omitted ...]\n{text[-half:]}"
 
 
+# keys of config `judge:` that JudgeSettings does not carry, and where they go
+JUDGE_KEYS_ELSEWHERE = {
+    "enabled": "the grid (the judge rule exists or not)",
+    "rubric": "a rule input: the rubric file",
+}
+
+
 @dataclass
 class JudgeSettings:
+    """config `judge:` as validated (the schema's defaults filled; none here), minus JUDGE_KEYS_ELSEWHERE."""
+
     endpoint: str
     model: str
     keep: float
-    concurrency: int = 8
-    attempts: int = 3  # answers asked per trajectory before it is counted unjudged
-    max_retries: int = 3  # HTTP retries of the openai client per request
-    timeout_s: float = 120.0
-    max_tokens: int = 512
-    temperature: float = 0.0
-    max_chars: int = 24000
-    api_key_env: str = "OPENAI_API_KEY"
-    unjudged: str = "drop"  # drop | keep
+    concurrency: int
+    attempts: int  # answers asked per trajectory before it is counted unjudged
+    max_retries: int  # HTTP retries of the openai client per request
+    timeout_s: float
+    max_tokens: int
+    temperature: float
+    max_chars: int
+    api_key_env: str
+    unjudged: str  # drop | keep
+
+    @classmethod
+    def from_config(cls, judge_cfg: Mapping) -> JudgeSettings:
+        """From config's validated `judge:` section (a missing key is an error naming it)."""
+        from horizon.config import record_from
+
+        return record_from(cls, judge_cfg, "judge")
 
     @property
     def url(self) -> str:

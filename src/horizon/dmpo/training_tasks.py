@@ -59,7 +59,7 @@ def training_manifest(
         from huggingface_hub import snapshot_download
 
         root = snapshot_download(repo_id=task_cfg["hf"], repo_type="dataset",
-                                 revision=task_cfg.get("revision", "main"), local_dir=f"{dest}/tasks")  # fmt: skip
+                                 revision=task_cfg["revision"], local_dir=f"{dest}/tasks")  # fmt: skip
     tasks, errors = load_benchmark(root, task_cfg["format"], task_cfg.get("tasks"))
     if not tasks:
         raise ValueError(f"dmpo.tasks {root}: no valid task ({len(errors)} malformed: {errors[:3]})")

@@ -28,6 +28,13 @@ from horizon.io import write_json
 log = logging.getLogger("horizon.eval.attempt")
 
 
+def safety_defaults() -> dict:
+    """The safety switches at the schema's defaults (eval.network, eval.same_shell_tests)."""
+    from horizon.config import schema_property
+
+    return {k: schema_property("eval", k)["default"] for k in ("network", "same_shell_tests")}
+
+
 @dataclass
 class RunContext:
     """What every attempt of a job shares."""
@@ -40,18 +47,18 @@ class RunContext:
     sandbox_options: dict
     run_id: str = "run"
     # the safety switches (eval.network, eval.same_shell_tests), recorded in every attempt
-    policy: dict = field(default_factory=lambda: {"network": "declared", "same_shell_tests": "fresh"})
+    policy: dict = field(default_factory=safety_defaults)
 
 
 def deviations(task: Task, policy: dict) -> list[str]:
     """Where this attempt runs the task otherwise than its owner would, because of a safety switch."""
     out = []
-    given = network_allowed(task, policy.get("network", "declared"))
+    given = network_allowed(task, policy["network"])
     if given != task.owner_network:
         owner = "the public network" if task.owner_network else "no network"
         out.append(f"network: {'public' if given else 'none'} (its owner gives {owner}; eval.network = "
-                   f"{policy.get('network', 'declared')})")  # fmt: skip
-    if task.same_shell and policy.get("same_shell_tests", "fresh") == "fresh":
+                   f"{policy['network']})")  # fmt: skip
+    if task.same_shell and policy["same_shell_tests"] == "fresh":
         out.append("tests: a fresh grader shell (the task asks for the agent's: run_tests_in_same_shell; "
                    "eval.same_shell_tests = fresh)")  # fmt: skip
     return out
@@ -166,9 +173,7 @@ def run_attempt(
     clock = {"t0": time.monotonic()}
     labels = {"horizon.run": ctx.run_id, "horizon.task": task.id,
               "horizon.attempt": str(attempt), "horizon.repeat": str(repeat)}  # fmt: skip
-    spec = sandbox_spec(
-        task, f"{task.id}-a{attempt}-r{repeat}", labels, ctx.policy.get("network", "declared")
-    )
+    spec = sandbox_spec(task, f"{task.id}-a{attempt}-r{repeat}", labels, ctx.policy["network"])
     sb = make_sandbox(ctx.sandbox_kind, spec, **ctx.sandbox_options)
     live.add(sb)
     try:

@@ -1,8 +1,9 @@
 """Typed records that cross the evaluation's module boundaries: the eval settings and one attempt.
 
 `EvalSettings` is config's `eval:` section as the rollout job, the agent loop and the sandbox
-factory see it (built once by the job, never passed around as a dict). `Attempt` is one line of
-attempts.jsonl: the contract between the rollout jobs and the tables.
+factory see it (built once by the job from the validated config, never passed around as a dict;
+its defaults are the schema's). `Attempt` is one line of attempts.jsonl: the contract between the
+rollout jobs and the tables.
 """
 
 from __future__ import annotations
@@ -13,69 +14,79 @@ from dataclasses import asdict, dataclass, field, fields
 
 @dataclass(frozen=True)
 class Sampling:
-    temperature: float = 0.6
-    top_p: float = 0.95
-    max_tokens: int = 8192
+    """config `eval.sampling:`."""
+
+    temperature: float
+    top_p: float
+    max_tokens: int
 
 
 @dataclass(frozen=True)
 class HarborSettings:
     """config `eval.harbor:` (used when eval.harness is harbor; see horizon/eval/harbor/job.py)."""
 
-    environment: str = "docker"
-    environment_options: Mapping = field(default_factory=dict)
-    toolchain: bool = True
-    agent_options: Mapping = field(default_factory=dict)
-    job_options: Mapping = field(default_factory=dict)
+    environment: str
+    environment_options: Mapping
+    toolchain: bool
+    agent_options: Mapping
+    job_options: Mapping
 
 
-HARBOR_KEYS = {f.name for f in fields(HarborSettings)}
+# keys of config `eval:` that EvalSettings does not carry, and where the job finds them
+EVAL_KEYS_ELSEWHERE = {
+    "benchmarks": "the benchmark's task manifest (tasks.json)",
+    "include_base": "the grid (horizon.grid)",
+    "prompt_template": "a rule input: the template file",
+}
 
 
 @dataclass(frozen=True)
 class EvalSettings:
-    """config `eval:` (validated, defaults filled) minus the benchmarks, which the job reads from its manifest."""
+    """config `eval:` as validated (the schema's defaults filled; no defaults here, so the two cannot
+    disagree), minus EVAL_KEYS_ELSEWHERE."""
 
-    attempts: int = 8
-    repeats: int = 4
-    harness: str = "horizon"  # horizon | harbor
-    sandbox: str = "docker"
-    backend: str = "vllm"
-    endpoint: str | None = None
-    endpoint_model: str | None = None
-    concurrency: int = 8
-    context_length: int = 32768
-    max_episodes: int | None = None
-    agent_timeout_s: float | None = None
-    max_infra_retries: int = 2
-    max_consecutive_parse_errors: int | None = None
-    context: str = "summarize"
-    summarize_threshold: int = 8000
-    history_thinking: str = "drop"
-    network: str = "declared"  # declared | owner | none (README: Real benchmarks)
-    same_shell_tests: str = "fresh"  # fresh (a clean grader) | agent (as terminal-bench: the agent's shell)
-    sampling: Sampling = field(default_factory=Sampling)
-    vllm_command: tuple[str, ...] = ("vllm", "serve")
-    vllm_args: tuple[str, ...] = ()
-    vllm_prefix_caching: bool = True
-    kv_cache: bool = True
-    batching: bool = True
-    sandbox_options: Mapping = field(default_factory=dict)
-    harbor: HarborSettings = field(default_factory=HarborSettings)
-    reference_env: str | None = None  # where harbor lives (horizon.eval.reference.environment.env_dir)
+    attempts: int
+    repeats: int
+    harness: str  # horizon | harbor
+    sandbox: str
+    backend: str
+    endpoint: str | None
+    endpoint_model: str | None
+    concurrency: int
+    context_length: int
+    max_episodes: int | None
+    agent_timeout_s: float | None
+    max_infra_retries: int
+    max_consecutive_parse_errors: int | None
+    context: str
+    summarize_threshold: int
+    history_thinking: str
+    network: str  # declared | owner | none (README: Real benchmarks)
+    same_shell_tests: str  # fresh (a clean grader) | agent (as terminal-bench: the agent's shell)
+    sampling: Sampling
+    vllm_command: tuple[str, ...]
+    vllm_args: tuple[str, ...]
+    vllm_prefix_caching: bool
+    kv_cache: bool
+    batching: bool
+    sandbox_options: Mapping
+    harbor: HarborSettings
+    reference_env: str  # where harbor lives (horizon.eval.reference.environment.env_dir)
 
     @classmethod
     def from_config(cls, eval_cfg: Mapping) -> EvalSettings:
-        known = {f.name for f in fields(cls)}
-        kw = {k: v for k, v in eval_cfg.items() if k in known}
-        kw["sampling"] = Sampling(**eval_cfg.get("sampling", {}))
-        for key in ("vllm_command", "vllm_args"):
-            if key in kw:
-                kw[key] = tuple(kw[key])
-        kw["sandbox_options"] = dict(eval_cfg.get("sandbox_options") or {})
-        harbor = dict(eval_cfg.get("harbor") or {})
-        kw["harbor"] = HarborSettings(**{k: harbor[k] for k in HARBOR_KEYS if k in harbor})
-        return cls(**kw)
+        """From config's validated `eval:` section (a missing key is an error naming it)."""
+        from horizon.config import record_from
+
+        convert = {
+            "sampling": lambda v: record_from(Sampling, v, "eval.sampling"),
+            "harbor": lambda v: record_from(HarborSettings, v, "eval.harbor"),
+            "vllm_command": tuple,
+            "vllm_args": tuple,
+            "sandbox_options": dict,
+        }
+        built = {k: f(eval_cfg[k]) for k, f in convert.items() if k in eval_cfg}
+        return record_from(cls, eval_cfg, "eval", **built)
 
 
 @dataclass

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import shutil
 import time
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 import jinja2
@@ -35,14 +36,36 @@ FUNNEL = ("instruction", "environment", "files", "build", "solution", "tests", "
           "attack", "kept")  # fmt: skip
 
 
+# keys of config `synth:` that SynthSettings does not carry, and where they go
+SYNTH_KEYS_ELSEWHERE = {
+    "enabled": "the grid (the synth rule exists or not)",
+    "seeds": "load_seeds", "min_score": "load_seeds", "domains": "load_seeds",
+    "endpoint": "the author's backend", "review_endpoint": "the reviewer's backend",
+    "api_key_env": "the backends", "temperature": "the backends", "max_retries": "the backends",
+    "timeout_s": "the backends", "concurrency": "synthesize", "prompts": "a rule input: the templates",
+}  # fmt: skip
+
+
 @dataclass
 class SynthSettings:
+    """config `synth:` as the cascade sees it, validated (the schema's defaults filled; none here)."""
+
     model: str
-    review_model: str
-    attempts: int = 2  # answers asked per stage before the seed is rejected there
-    review_rounds: int = 1  # revisions of the tests the reviewer's findings may cause
-    max_tokens: int = 4096
-    resources: dict = field(default_factory=dict)  # task.toml: cpus, memory_mb, timeouts
+    review_model: str  # the config's null (= model) resolved
+    attempts: int  # answers asked per stage before the seed is rejected there
+    review_rounds: int  # revisions of the tests the reviewer's findings may cause
+    max_tokens: int
+    resources: dict  # task.toml: cpus, memory_mb, timeouts
+
+    @classmethod
+    def from_config(cls, synth_cfg: Mapping) -> SynthSettings:
+        """From config's validated `synth:` section (a missing key is an error naming it)."""
+        from horizon.config import record_from
+
+        built = {"review_model": synth_cfg.get("review_model") or synth_cfg.get("model")}
+        if "resources" in synth_cfg:
+            built["resources"] = dict(synth_cfg["resources"])
+        return record_from(cls, synth_cfg, "synth", **built)
 
     def tag(self, prompts_digest: str) -> dict:
         return {"model": self.model, "review_model": self.review_model, "prompts": prompts_digest,
@@ -65,10 +88,10 @@ def task_toml(seed: Seed, settings: SynthSettings) -> str:
     return "\n".join([
         'version = "1.0"', "", "[metadata]", 'author_name = "horizon synth"', f'source = "{seed.kind}:{seed.id}"',
         f'category = "{seed.domain or "qa"}"', f"tags = [{tags}]", "",
-        "[verifier]", f"timeout_sec = {float(r.get('verifier_timeout_sec', 120))}", "",
-        "[agent]", f"timeout_sec = {float(r.get('agent_timeout_sec', 600))}", "",
-        "[environment]", f"build_timeout_sec = {float(r.get('build_timeout_sec', 600))}",
-        f"cpus = {int(r.get('cpus', 1))}", f"memory_mb = {int(r.get('memory_mb', 2048))}",
+        "[verifier]", f"timeout_sec = {float(r['verifier_timeout_sec'])}", "",
+        "[agent]", f"timeout_sec = {float(r['agent_timeout_sec'])}", "",
+        "[environment]", f"build_timeout_sec = {float(r['build_timeout_sec'])}",
+        f"cpus = {int(r['cpus'])}", f"memory_mb = {int(r['memory_mb'])}",
         "allow_internet = false", "",
     ])  # fmt: skip
 

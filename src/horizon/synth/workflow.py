@@ -27,8 +27,7 @@ def run_synth(cfg: dict, prompts_dir: str | Path, out_dir: str | Path, sandbox: 
     from horizon.eval.sandbox import toolchain
 
     seeds = load_seeds(cfg["seeds"], cfg["domains"], cfg["min_score"])
-    settings = SynthSettings(cfg["model"], cfg["review_model"] or cfg["model"], cfg["attempts"],
-                             cfg["review_rounds"], cfg["max_tokens"], dict(cfg["resources"]))  # fmt: skip
+    settings = SynthSettings.from_config(cfg)
     author, reviewer = backends(cfg)
     with toolchain.temporary() as tools:
         return synthesize(seeds, author, reviewer, settings, prompts_dir, out_dir, sandbox,

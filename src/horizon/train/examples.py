@@ -109,7 +109,7 @@ def build_examples(spec: TrainSpec) -> dict:
     meta_path = out.with_suffix(".json")
     if out.exists() and meta_path.exists():
         return json.loads(meta_path.read_text())
-    check_observations(spec.token_shards, spec.train.get("observations", "keep"))
+    check_observations(spec.token_shards, spec.train["observations"])
     include, exclude = _ids(spec.include), _ids(spec.exclude) or set()
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + ".tmp")

@@ -17,14 +17,14 @@ from pathlib import Path
 
 from horizon.config import grad_accumulation
 from horizon.io import write_json
+from horizon.resources import asset
 from horizon.train.callbacks import progress_callback, record_segment, segment_callback, segments_path
 from horizon.train.examples import Collator, Examples, TrainSpec
 from horizon.train.loss import use_loss
 
 log = logging.getLogger("horizon.train.worker")
 
-REPO = Path(__file__).resolve().parents[3]
-DEEPSPEED_CONFIGS = {"zero3": REPO / "workflow" / "deepspeed" / "zero3.json"}
+DEEPSPEED_PRESETS = {"zero3": "deepspeed/zero3.json"}  # shipped with the package (assets/)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -34,7 +34,7 @@ DEEPSPEED_CONFIGS = {"zero3": REPO / "workflow" / "deepspeed" / "zero3.json"}
 def deepspeed_config(value: str | None) -> str | None:
     if not value:
         return None
-    path = DEEPSPEED_CONFIGS.get(value, Path(value))
+    path = asset(DEEPSPEED_PRESETS[value]) if value in DEEPSPEED_PRESETS else Path(value)
     if not Path(path).exists():
         raise FileNotFoundError(
             f"train.deepspeed: {value!r} is neither zero3 nor an existing DeepSpeed JSON file"

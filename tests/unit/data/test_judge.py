@@ -10,14 +10,14 @@ import pytest
 from horizon.data.judge import JudgeError, JudgeSettings, Malformed, Rubric, parse_verdict, run_judge
 from horizon.io import Journal
 from tests.doubles.judge import corpus, scripted_server
-from tests.helpers import REPO
+from tests.helpers import REPO, judge_settings
 
 RUBRIC = REPO / "workflow" / "judge" / "rubric.yaml"
 
 
 def settings(url, **kw) -> JudgeSettings:
-    return JudgeSettings(**{"endpoint": url, "model": "scripted", "keep": 3.0, "concurrency": 4,
-                            "max_retries": 2, "timeout_s": 10, **kw})  # fmt: skip
+    return judge_settings(**{"endpoint": url, "model": "scripted", "keep": 3.0, "concurrency": 4,
+                             "max_retries": 2, "timeout_s": 10, **kw})  # fmt: skip
 
 
 def judged(tmp_path) -> dict[str, dict]:

@@ -1,13 +1,16 @@
 """The cascade's task.toml is a Harbor task."""
 
 from horizon.eval.tasks.benchmark import load_harbor
-from horizon.synth.cascade import SynthSettings, task_toml
+from horizon.synth.cascade import task_toml
+from tests.helpers import synth_settings
 from horizon.synth.seeds import Seed
 
 
 def test_task_toml_is_a_harbor_task(tmp_path):
     seed = Seed("so-1", "qa", tags=("bash", 'bad"tag'))
-    s = SynthSettings("a", "r", resources={"cpus": 2, "memory_mb": 512, "agent_timeout_sec": 90})
+    s = synth_settings(
+        model="a", review_model="r", resources={"cpus": 2, "memory_mb": 512, "agent_timeout_sec": 90}
+    )
     (tmp_path / "so-1" / "environment").mkdir(parents=True)
     (tmp_path / "so-1" / "environment" / "Dockerfile").write_text("FROM x\nWORKDIR /app\n")
     (tmp_path / "so-1" / "tests").mkdir()

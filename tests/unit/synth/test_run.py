@@ -4,11 +4,10 @@ no model behind it): an endpoint that is down is a named error and nothing is jo
 import pytest
 
 from horizon.eval.models.backends import ChatBackend
-from horizon.synth.cascade import SynthSettings
 from horizon.synth.run import SynthError, synthesize
 from horizon.synth.seeds import load_seeds
 from tests.doubles.servers import scripted_synth_server
-from tests.helpers import FIXTURES, REPO
+from tests.helpers import FIXTURES, REPO, synth_settings
 
 SEEDS = FIXTURES / "synth" / "seeds.jsonl"
 PROMPTS = REPO / "workflow" / "synth" / "prompts"
@@ -21,6 +20,6 @@ def test_endpoint_down_is_a_named_error_and_nothing_is_journaled(tmp_path):
         with pytest.raises(
             SynthError, match=r"endpoint failed .*503.*0 of 6 seeds are finished.*rerun to resume"
         ):
-            synthesize(seeds, backend, backend, SynthSettings("author", "author"), PROMPTS, tmp_path,
+            synthesize(seeds, backend, backend, synth_settings(model="author"), PROMPTS, tmp_path,
                        concurrency=1)  # fmt: skip
     assert not (tmp_path / "synth.partial.jsonl").exists() and not (tmp_path / "tasks.json").exists()

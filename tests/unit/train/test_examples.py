@@ -5,10 +5,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from horizon.config import section_defaults
 from horizon.data.tokens import TOKENS_SCHEMA
 from horizon.train.examples import Examples, TrainSpec, build_examples, collate
 
-TRAIN = {"epochs": 1}
+TRAIN = section_defaults("train", {"epochs": 1})
 
 
 def shard(tmp_path, rows):

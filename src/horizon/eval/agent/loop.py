@@ -37,17 +37,29 @@ __all__ = ["AgentConfig", "AgentResult", "Wording", "episode_seed", "run_agent",
 log = logging.getLogger("horizon.eval.agent.loop")
 
 
+def _eval_default(*keys: str):
+    """A default of config `eval:` from the schema (the only home of defaults; they are Terminus-2's)."""
+    from horizon.config import schema_property
+
+    return field(default_factory=lambda: schema_property("eval", *keys)["default"])
+
+
 @dataclass
 class AgentConfig:
-    max_episodes: int | None = None  # None: no cap (Terminus-2's is 1,000,000)
-    context_length: int = 32768
-    max_tokens: int = 8192
-    max_consecutive_parse_errors: int | None = None  # None: no cap (as Terminus-2)
-    output_cap: int = 10_000
-    agent_timeout: float | None = None  # overrides the task's
-    context: str = "summarize"  # summarize | stop
-    summarize_threshold: int = 8000  # free tokens under which the history is summarised
-    history_thinking: str = "drop"  # keep | drop (see conversation.py)
+    """The loop's limits: from the rollout's eval settings (horizon.eval.rollout.agent_config); a field
+    left out takes the schema's eval default (the scripted teacher, the conformance suite)."""
+
+    max_episodes: int | None = _eval_default("max_episodes")  # None: no cap (Terminus-2's is 1,000,000)
+    context_length: int = _eval_default("context_length")
+    max_tokens: int = _eval_default("sampling", "max_tokens")
+    max_consecutive_parse_errors: int | None = _eval_default("max_consecutive_parse_errors")  # None: no cap
+    output_cap: int = (
+        10_000  # UTF-8 bytes of a terminal output the model sees (Terminus-2's; not a config key)
+    )
+    agent_timeout: float | None = _eval_default("agent_timeout_s")  # overrides the task's
+    context: str = _eval_default("context")  # summarize | stop
+    summarize_threshold: int = _eval_default("summarize_threshold")  # free tokens that trigger a summary
+    history_thinking: str = _eval_default("history_thinking")  # keep | drop (see conversation.py)
 
 
 @dataclass

@@ -29,13 +29,12 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from horizon.eval.reference.programs import EXPORT_TEMPLATE
+from horizon.resources import made_in_checkout, reference_pins
 
 log = logging.getLogger("horizon.eval.reference.environment")
 
 SOURCES = {"terminus-2-harbor": "harbor", "terminus-2-tb1": "tb1"}
-PACKAGES = {"harbor": "harbor==0.26.0", "tb1": "terminal-bench==0.2.18"}
-DEFAULT_ENV = ".venv-harbor"
-REPO = Path(__file__).resolve().parents[4]
+PACKAGES = {"harbor": reference_pins()["harbor"], "tb1": reference_pins()["terminal-bench"]}
 
 
 class ReferenceMissing(RuntimeError):
@@ -43,13 +42,14 @@ class ReferenceMissing(RuntimeError):
 
 
 def env_dir(env: str | Path | None = None) -> Path:
-    """The reference environment's directory: HORIZON_REFERENCE_ENV, else `env` (default
-    .venv-harbor); a relative path is looked up in the working directory, then in the repository
-    (a workflow run with --directory elsewhere still finds the repository's)."""
-    chosen = Path(os.environ.get("HORIZON_REFERENCE_ENV") or env or DEFAULT_ENV)
-    if chosen.is_absolute() or chosen.exists() or not (REPO / chosen).exists():
-        return chosen
-    return REPO / chosen
+    """The reference environment's directory: HORIZON_REFERENCE_ENV, else `env` (None: the schema's
+    eval.reference_env default, .venv-harbor); a relative path is looked up in the working directory,
+    then in the checkout horizon runs from (a run with --directory elsewhere, or the workflow used as
+    a module, finds the one `make refenv` built)."""
+    from horizon.config import schema_property
+
+    default = schema_property("eval", "reference_env")["default"]
+    return made_in_checkout(os.environ.get("HORIZON_REFERENCE_ENV") or env or default)
 
 
 def python(env: str | Path | None = None) -> Path:

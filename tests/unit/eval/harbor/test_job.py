@@ -7,7 +7,7 @@ from horizon import config as hc
 from horizon.eval.harbor.job import HarborError, compose_env, job_config, prepare_job, remove_containers
 from horizon.eval.settings import EvalSettings
 from horizon.eval.tasks.benchmark import load_benchmark
-from tests.helpers import HARBOR_RUN_TASKS, REPO, deep_update
+from tests.helpers import HARBOR_RUN_TASKS, REPO, deep_update, eval_settings
 
 TASKS, _ = load_benchmark(HARBOR_RUN_TASKS, "harbor")
 
@@ -15,7 +15,7 @@ TASKS, _ = load_benchmark(HARBOR_RUN_TASKS, "harbor")
 def settings(**over) -> EvalSettings:
     base = {"attempts": 3, "concurrency": 5, "harness": "harbor", "context_length": 16384, "max_infra_retries": 1,
             "sampling": {"temperature": 0.7, "top_p": 0.9, "max_tokens": 1024}}  # fmt: skip
-    return EvalSettings.from_config(deep_update(base, over))
+    return eval_settings(**deep_update(base, over))
 
 
 def test_harbor_engine_job_config_from_eval(tmp_path):
