@@ -30,8 +30,8 @@ SAME = ("success", "reward", "failure_mode", "ended", "episodes", "parse_errors"
 
 
 def run(harness: str, root: Path, tok: Path, attempts: int, concurrency: int) -> tuple[list[dict], float]:
-    from horizon.eval.rollout import rollout_job
     from horizon.config import section_defaults
+    from horizon.eval.rollout import rollout_job
     from horizon.eval.settings import EvalSettings
     from tests.doubles.servers import FAKE_VLLM
 

@@ -38,11 +38,16 @@ def synthesize_once(url: str, out: Path, sandbox: str, tools) -> tuple[dict, lis
     from horizon.synth.seeds import load_seeds
 
     seeds = load_seeds(REPO / "tests/fixtures/synth/seeds.jsonl", None, min_score=5)
-    settings = SynthSettings.from_config(section_defaults("synth", dict(
-        model="author",
-        review_model="reviewer",
-        resources={"agent_timeout_sec": 60, "verifier_timeout_sec": 60},
-    )))
+    settings = SynthSettings.from_config(
+        section_defaults(
+            "synth",
+            dict(
+                model="author",
+                review_model="reviewer",
+                resources={"agent_timeout_sec": 60, "verifier_timeout_sec": 60},
+            ),
+        )
+    )
     author, reviewer = ChatBackend(url, "author"), ChatBackend(url, "reviewer")
     stats = synthesize(seeds, author, reviewer, settings, REPO / "workflow/synth/prompts", out, sandbox,
                        {"toolchain": tools}, concurrency=1)  # fmt: skip

