@@ -52,7 +52,7 @@ class EvalSettings:
     context: str = "summarize"
     summarize_threshold: int = 8000
     history_thinking: str = "drop"
-    network: str = "declared"  # declared | owner | none (README: Real benchmarks)
+    network: str = "declared"  # declared | owner | none (docs/evaluation/tasks.md)
     same_shell_tests: str = "fresh"  # fresh (a clean grader) | agent (as terminal-bench: the agent's shell)
     sampling: Sampling = field(default_factory=Sampling)
     vllm_command: tuple[str, ...] = ("vllm", "serve")
