@@ -1,7 +1,9 @@
-# Entry points, all idempotent and safe on a fresh Debian machine with only python3:
+# Entry points, all idempotent and safe on a fresh Debian machine with only python3 >= 3.11 (make test and
+# make refenv also need a Python >= 3.12 somewhere on the machine; docs/getting-started.md says what each needs):
 #   make demo    set up .venv if needed, then run the whole study in miniature on this CPU
 #   make test    set up .venv and the engines if needed, then run every test (what CI runs)
-#   make check   the fast tier for the edit loop: lint + unit and DAG tests (under 3 minutes)
+#   make check   the fast tier for the edit loop: lint, the docs build, unit and DAG tests (under 3 minutes)
+#   make docs    the docs site: mkdocs build --strict (a broken link or anchor fails it) into site/
 #   make refenv  the reference Terminus-2 (harbor, terminal-bench) in .venv-harbor, on a Python >= 3.12
 #                (also what eval.harness harbor runs; envs/harbor.yaml is the same environment for conda)
 PY      ?= python3
@@ -30,7 +32,7 @@ REF_ENV  := .venv-harbor
 REF_REQS := src/horizon/assets/reference.txt
 REF_EXTRAS ?=
 
-.PHONY: setup engines sandbox-deps refenv demo demo-variants test check lint dryrun image
+.PHONY: setup engines sandbox-deps refenv demo demo-variants test check lint docs dryrun image
 
 $(STAMP): pyproject.toml $(CONSTRAINTS)
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV) || { \
@@ -79,17 +81,22 @@ demo-variants: demo
 	  cp -r results/tables results/variants/$$v; done
 
 # every engine must run here: a missing one fails its tests instead of skipping them
-test: setup engines refenv
+test: setup engines refenv docs
 	HORIZON_REQUIRE_ENGINES=1 $(BIN)/python -m pytest --durations=25 $(PYTEST_ARGS)
 
-check: setup lint
+check: setup lint docs
 	$(BIN)/python -m pytest -q -m "not engine and not slow" tests/unit tests/dag $(PYTEST_ARGS)
 
 lint: setup
-	$(BIN)/ruff check src tests bench workflow/scripts
-	$(BIN)/ruff format --check src tests bench workflow/scripts
+	$(BIN)/ruff check src tests bench workflow/scripts docs/hooks
+	$(BIN)/ruff format --check src tests bench workflow/scripts docs/hooks
 	$(BIN)/snakefmt --check Snakefile workflow/rules
 	$(BIN)/snakemake --lint
+
+# The docs site (mkdocs.yml): strict, so a broken link, a missing anchor or a page outside the nav fails it;
+# the configuration reference is generated from the schema at build time (docs/hooks/config_reference.py).
+docs: setup
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 
 # The paper grid, as a Slurm user would see it (nothing runs).
 dryrun: setup

@@ -12,8 +12,8 @@ sampling, the local sandbox) once per path and round, the order alternating; per
 prints attempts, wall seconds, tokens generated per second and attempts per minute, the CPU time of
 generation itself (the engine's thread, or the generate() calls: less sensitive to other load on a
 shared machine than wall time), and whether the two paths produced the same attempts (behaviour
-fields and transcripts; an observation captured while a command still prints can differ, see the
-README's Determinism). The last line is `speedup=<new/old>` in attempts per minute over all runs.
+fields and transcripts; an observation captured while a command still prints can differ, see
+docs/crash-safety.md). The last line is `speedup=<new/old>` in attempts per minute over all runs.
 """
 
 from __future__ import annotations

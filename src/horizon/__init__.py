@@ -1,7 +1,7 @@
 """horizon: how many tokens of a terminal-agent trajectory should a student imitate?
 
 The importable package behind the Snakemake workflow; every stage's logic lives here (see
-README.md and the module docstrings). Importing it is cheap: modules import torch and
+the docs site under docs/, docs/development/layout.md for the map, and the module docstrings). Importing it is cheap: modules import torch and
 transformers only where they need them.
 """
 

@@ -146,3 +146,16 @@ def test_a_profile_whose_gpus_do_not_divide_the_global_batch_fails_at_parse_time
     (tmp_path / "c.yaml").write_text(yaml.safe_dump(cfg))
     for env in ({"HORIZON_GPUS_PER_NODE": "8"}, {"HORIZON_TRAIN_NODES": "2"}):
         snakemake([*target, "--configfile", str(tmp_path / "c.yaml")], cwd=REPO, env=env)
+
+
+# the rules whose thread count is a config key (how much work is in flight); every other rule declares none
+CONFIG_THREADS = {'config["tokenize"]["threads"]', 'SYNTH["concurrency"]', '_collect["concurrency"]'}
+
+
+def test_thread_counts_live_in_the_profiles():
+    declared = [
+        (path.name, m.group(1))
+        for path in sorted((REPO / "workflow" / "rules").glob("*.smk"))
+        for m in re.finditer(r"^\s+threads:\s*(.+?)\s*$", path.read_text(), re.M)
+    ]
+    assert {value for _, value in declared} == CONFIG_THREADS, declared

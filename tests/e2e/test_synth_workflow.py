@@ -1,6 +1,6 @@
 """synth/config.yaml run by Snakemake against the SCRIPTED synthesis server (a FAKE author, reviewer and
 teacher; no model behind it), with real verification and collection in the local sandbox: seeds ->
-verified tasks -> the teacher's corpus -> normalize -> tokens, as the README's miniature run."""
+verified tasks -> the teacher's corpus -> normalize -> tokens, as the miniature run of docs/stages/synthesis.md."""
 
 import json
 

@@ -56,7 +56,7 @@ SCRIPTS = "../scripts"
 MODELS = G.model_names
 TOKEN_SHARDS = [f"{R}/tokens/shard-{i:03d}.parquet" for i in range(config["tokenize"]["shards"])]
 SCORE_SHARDS = config["score"]["shards"]
-# Sources (README: Teacher comparison): None is the one corpus.source; with corpus.sources the first
+# Sources (docs/stages/teachers.md): None is the one corpus.source; with corpus.sources the first
 # is the study's corpus (data under results/, as with one source), the others under results/sources/<name>/.
 SOURCES = list(G.sources) or [None]
 SOURCE_LABELS = [s or config["corpus"].get("source", "corpus") for s in SOURCES]
@@ -80,7 +80,7 @@ GRID_MODELS = "|".join(re.escape(m) for m in MODELS)
 GRID_BENCHES = "|".join(re.escape(b) for b in G.benches)
 
 
-# One image for every rule, used with `--sdm apptainer` (README: Software); without it, rules run
+# One image for every rule, used with `--sdm apptainer` (docs/cluster.md); without it, rules run
 # in the environment Snakemake runs in. A relative .sif is the working directory's, else the one
 # `make image` built in this checkout.
 IMAGE = config["software"]["container"]

@@ -34,7 +34,6 @@ rule normalize:
         "{D}/logs/normalize.log",
     benchmark:
         dtiming("corpus", "normalize")
-    threads: 1
     params:
         confirmation=lambda wc: spec(source_of(wc))["confirmation_pattern"],
     script:

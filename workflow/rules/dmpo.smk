@@ -46,7 +46,6 @@ rule dmpo_rollout:
     benchmark:
         timing("dmpo", "dmpo/{policy}/rollout-s{shard}")
     priority: PRIORITY_CHAIN
-    threads: 2
     params:
         eval={k: v for k, v in config["eval"].items() if k != "benchmarks"},
         attempts=config["dmpo"]["attempts"],
@@ -74,7 +73,6 @@ rule dmpo_pairs:
     benchmark:
         timing("dmpo", "dmpo/{policy}/pairs")
     priority: PRIORITY_CHAIN
-    threads: 1
     params:
         policy=lambda wc: wc.policy,
         task_set=(config["dmpo"]["tasks"] or {}).get("path") or (config["dmpo"]["tasks"] or {}).get("hf"),
@@ -97,7 +95,6 @@ rule dmpo_reference:
     benchmark:
         timing("dmpo", "dmpo/{policy}/reference")
     priority: PRIORITY_CHAIN
-    threads: 2
     params:
         policy=lambda wc: wc.policy,
         chunk=config["score"]["chunk"],
@@ -122,7 +119,6 @@ rule dmpo_train:
     benchmark:
         timing("train", f"train/{DMPO}")
     priority: PRIORITY_CHAIN
-    threads: 2
     params:
         policy=lambda wc: wc.policy,
         train=dmpo_train_settings(),

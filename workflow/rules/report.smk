@@ -32,7 +32,7 @@ TABLES = {
         caption="../report/episodes_table.rst",  # episodes.rst is the histogram's
     ),
 }
-# Per source (README: Corpus statistics, Teacher comparison): the files that describe its corpus.
+# Per source (docs/stages/quality.md, docs/stages/teachers.md): the files that describe its corpus.
 CORPUS_INPUT = dict(
     statistics=[f"{root(s)}/corpus/statistics.json" for s in SOURCES],
     lengths=[f"{root(s)}/horizons/K{G.horizons_of(s)[0]}.parquet" for s in SOURCES],

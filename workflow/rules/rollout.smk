@@ -69,7 +69,6 @@ rule rollout:
         f"{R}/logs/rollout/{{model}}/{{bench}}/r{{repeat}}.log",
     benchmark:
         timing("rollout", "rollout/{model}/{bench}/r{repeat}")
-    threads: 2
     params:
         # the job's settings (not the benchmark list: adding a benchmark reruns no other rollout)
         eval={k: v for k, v in config["eval"].items() if k != "benchmarks"},

@@ -14,7 +14,6 @@ rule score:
     benchmark:
         timing("score", "score/H{h1}-{h2}/shard-{i}")
     priority: PRIORITY_CHAIN
-    threads: 2
     params:
         shards=SCORE_SHARDS,
         h1=lambda wc: int(wc.h1),
@@ -102,7 +101,6 @@ rule diagnostics:
         f"{R}/logs/diagnostics.log",
     benchmark:
         timing("score", "diagnostics")
-    threads: 2
     params:
         horizons=G.horizons,
         diagnostics=config["diagnostics"],

@@ -17,7 +17,6 @@ rule train_single:
     benchmark:
         timing("train", f"train/{SINGLE}{{at}}")
     priority: lambda wc: G.priority(ModelName.single(wc.K, at_source(wc)))
-    threads: 2
     params:
         horizon=lambda wc: int(wc.K),
         train=config["train"],
@@ -41,7 +40,6 @@ rule refine:
     benchmark:
         timing("train", f"train/{REFINE}")
     priority: lambda wc: G.priority(ModelName.refine(wc.h2, wc.selection, wc.rho))
-    threads: 2
     params:
         horizon=lambda wc: int(wc.h2),
         train=config["train"],

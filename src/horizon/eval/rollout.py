@@ -215,7 +215,7 @@ def make_backend(settings: EvalSettings, model_dir: str, tokenizer_dir: str, see
 
 
 def policy(settings: EvalSettings) -> dict:
-    """The safety switches every attempt records (README: Real benchmarks)."""
+    """The safety switches every attempt records (docs/evaluation/tasks.md)."""
     return {"network": settings.network, "same_shell_tests": settings.same_shell_tests}
 
 

@@ -61,7 +61,7 @@ class EvalSettings:
     context: str
     summarize_threshold: int
     history_thinking: str
-    network: str  # declared | owner | none (README: Real benchmarks)
+    network: str  # declared | owner | none (docs/evaluation/tasks.md)
     same_shell_tests: str  # fresh (a clean grader) | agent (as terminal-bench: the agent's shell)
     sampling: Sampling
     vllm_command: tuple[str, ...]

@@ -64,7 +64,7 @@ def harbor_exe(env: str | Path | None) -> Path:
 
 
 def agent_kwargs(settings: EvalSettings) -> dict:
-    """Terminus-2's options from eval (README: Harnesses lists what maps to what)."""
+    """Terminus-2's options from eval (docs/evaluation/harbor.md lists what maps to what)."""
     s = settings.sampling
     kw = {
         # hosted_vllm needs the model's limits; zero cost: nothing is billed

@@ -10,7 +10,7 @@ container), for the grader's environment only:
 - wheels/: the graders' packages (pytest, pytest-json-ctrf and their dependencies) as wheels packed
   from this environment (wheelhouse.py), for uv and pip inside the sandbox (`PIP_FIND_LINKS`);
 - libexec/uv: the real uv (the binary PyPI's `uv` ships); bin/uv, bin/uvx: programs/uvshim.py, which runs it
-  offline against the wheelhouse with the container's own Python (README: Sandboxes);
+  offline against the wheelhouse with the container's own Python (docs/evaluation/sandboxes.md);
 - bin/curl: passes through to the real curl, except for the uv installer script
   (astral.sh/uv/.../install.sh), for which it returns a no-op installer;
 - home/: empty; the grader's HOME is a fresh directory mounted or created there at grading.

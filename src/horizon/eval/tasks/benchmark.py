@@ -369,7 +369,7 @@ def load_benchmark(
     """(tasks, errors): every task directory under root; malformed ones become errors, not crashes."""
     root = Path(root)
     if not root.is_dir():
-        raise FileNotFoundError(f"benchmark directory {root} does not exist (see README: real benchmarks)")
+        raise FileNotFoundError(f"benchmark directory {root} does not exist (see docs/evaluation/tasks.md)")
     root = task_root(root, fmt)
     tasks, errors = [], []
     dirs = sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))

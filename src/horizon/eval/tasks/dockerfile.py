@@ -174,7 +174,7 @@ def _copy(kind, line, raw, values, where, unsupported, workdir) -> Step:
 
 def map_bases(path: Path, mapping: dict[str, str], build_args: dict | None = None) -> str | None:
     """The Dockerfile's text with each FROM image named in `mapping` replaced by its local stand-in
-    (an image that cannot be pulled here: README, Real benchmarks); None when no FROM is mapped."""
+    (an image that cannot be pulled here: docs/evaluation/tasks.md); None when no FROM is mapped."""
     lines = path.read_text().splitlines(keepends=True)
     changed, seen = False, {}
     for ins, ctx in zip((p := _parser(path, build_args)).structure, p.context_structure):

@@ -51,7 +51,7 @@ class ApptainerSandbox(Sandbox):
         if not self.image:
             raise SandboxError(
                 f"{self.spec.name}: the apptainer sandbox needs an image (a .sif or docker://...); "
-                "this task only has a Dockerfile: build and convert it first (README)"
+                "this task only has a Dockerfile: build and convert it first (docs/evaluation/sandboxes.md)"
             )
         if self.image.endswith(".sif") or "://" in self.image:
             return self.image

@@ -15,7 +15,7 @@ inside to it, so `kill -9 -1` by the agent ends the agent's processes, not the c
 the tests, every process but pid 1 is killed (as root), /tests, /logs/verifier and the graders'
 toolchain (pytest, the wheelhouse, the uv wrapper, with an empty HOME for the grader; the real uv
 binary only for tests that call uv) are recreated, the toolchain and the tests copied in with
-put_archive (which also works with a remote daemon); the agent never sees the toolchain. What the container boundary covers and what it does not: README, Sandboxes.
+put_archive (which also works with a remote daemon); the agent never sees the toolchain. What the container boundary covers and what it does not: docs/evaluation/security.md.
 
 Errors name what failed: the daemon (unreachable, or failing a call), pulling, building, starting.
 """

@@ -11,7 +11,7 @@ created, so that limits set above the harness (a Slurm job's, a container's) sti
   controllers below it), or the root of the hierarchy.
 
 Where none can be written (not root, no delegation) `create` raises CgroupsUnavailable saying why;
-the local sandbox then stops, or falls back to per-process rlimits when told to (README).
+the local sandbox then stops, or falls back to per-process rlimits when told to (docs/evaluation/security.md).
 Each cgroup's name carries the harness's pid: `sweep` removes those of harness processes that died.
 """
 

@@ -164,7 +164,7 @@ class LocalSandbox(Sandbox):
             if self.limits == "cgroup":
                 raise SandboxError(f"{self.spec.name}: sandbox_options.limits is cgroup, but {e}") from None
             log.warning(
-                "%s: no cgroup (%s): falling back to per-process rlimits (README: Sandboxes)",
+                "%s: no cgroup (%s): falling back to per-process rlimits (docs/evaluation/security.md)",
                 self.spec.name,
                 e,
             )
