@@ -95,8 +95,10 @@ def cmd_check(a) -> int:
             print(f"warn   {t.id}: {w['file']}: {w['field']}: {w['message']}")
     for e in errors:
         print(f"ERROR  {e['task']}: {e['file']}: {e['field']}: {e['message']}")
-    print(f"{len(tasks) + len(errors)} task directories: {len(tasks) - skipped} ok, {skipped} unsupported"
-          f"{f' by the {a.sandbox} sandbox' if a.sandbox else ''}, {len(errors)} malformed")  # fmt: skip
+    print(
+        f"{len(tasks) + len(errors)} task directories: {len(tasks) - skipped} ok, {skipped} unsupported"
+        f"{f' by the {a.sandbox} sandbox' if a.sandbox else ''}, {len(errors)} malformed"
+    )
     return 1 if errors else 0
 
 
@@ -123,8 +125,10 @@ def cmd_oracle(a) -> int:
             print(line + (f"  ({r.why})" if r.why else ""), flush=True)
             if r.tail:
                 print("\n".join(f"      | {x}" for x in r.tail.splitlines()), flush=True)
-    print(f"oracle ({a.sandbox}): {counts['pass']} passed, {counts['FAIL']} failed, {counts['skip']} skipped "
-          f"(unsupported) of {len(tasks) + len(errors)}")  # fmt: skip
+    print(
+        f"oracle ({a.sandbox}): {counts['pass']} passed, {counts['FAIL']} failed, {counts['skip']} skipped "
+        f"(unsupported) of {len(tasks) + len(errors)}"
+    )
     return 1 if counts["FAIL"] else 0
 
 

@@ -62,18 +62,32 @@ _WORDS = {
     "text_before": lambda: "There is text before the JSON object.",
     "text_after": lambda: "There is text after the JSON object.",
     "field_not_string": lambda name: f"`{name}` should be text.",
-    "field_order": lambda found, wanted: f"The fields came as {', '.join(found)}; expected {', '.join(wanted)}.",
+    "field_order": lambda found, wanted: (
+        f"The fields came as {', '.join(found)}; expected {', '.join(wanted)}."
+    ),
     "task_complete_type": lambda: "`task_complete` should be true/false (or a string).",
     "duration_missing": lambda n: f"Item {n} has no `duration`; {DEFAULT_DURATION} s was used.",
-    "duration_invalid": lambda n: f"Item {n} has a `duration` that is not a number; {DEFAULT_DURATION} s was used.",
+    "duration_invalid": lambda n: (
+        f"Item {n} has a `duration` that is not a number; {DEFAULT_DURATION} s was used."
+    ),
     "unknown_fields": lambda n, *names: f"Item {n} has fields this format does not know: {', '.join(names)}.",
-    "missing_newline": lambda n: f"Item {n} does not end with a newline, so the next item is typed on the same line.",
+    "missing_newline": lambda n: (
+        f"Item {n} does not end with a newline, so the next item is typed on the same line."
+    ),
     "auto_fixed": lambda how: f"The answer was repaired ({how}); please send well-formed JSON.",
-}  # fmt: skip
+}
 ERROR_CODES = frozenset(
-    {"no_json", "invalid_json", "not_object", "missing_fields", "commands_not_array",
-     "command_not_object", "command_no_keystrokes", "keystrokes_not_string"}
-)  # fmt: skip
+    {
+        "no_json",
+        "invalid_json",
+        "not_object",
+        "missing_fields",
+        "commands_not_array",
+        "command_not_object",
+        "command_no_keystrokes",
+        "keystrokes_not_string",
+    }
+)
 
 
 class ParseError(ValueError):

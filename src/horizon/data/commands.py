@@ -25,10 +25,9 @@ import shlex
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-OBSERVATION_COMMANDS = (
-    "cat", "ls", "find", "grep", "head", "tail", "wc", "diff", "stat", "file", "less", "tree", "du",
-    "df", "ps", "env", "which", "type", "pwd",
-)  # fmt: skip
+OBSERVATION_COMMANDS = tuple(
+    "cat ls find grep head tail wc diff stat file less tree du df ps env which type pwd".split()
+)
 # prefixes that run the next word as the command
 WRAPPERS = frozenset({"sudo", "time", "nohup", "nice", "command", "builtin", "exec", "stdbuf", "xargs"})
 CONTROL = frozenset({"|", "|&", "&&", "||", ";", "&", ";;", "(", ")", "{", "}"})

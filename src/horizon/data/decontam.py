@@ -218,8 +218,14 @@ def _hits(ref: Reference, chunk: Chunk, owner: np.ndarray) -> list[tuple[int, in
     counts = hi - lo
     gram = np.repeat(which, counts)  # one row per (corpus n-gram, reference task)
     ref_row = np.arange(len(gram)) - np.repeat(np.cumsum(counts) - counts, counts) + np.repeat(lo, counts)
-    return list(zip(owner[chunk.text[gram]].tolist(), ref.task[ref_row].tolist(), chunk.hashes[gram].tolist(),
-                    gram.tolist()))  # fmt: skip
+    return list(
+        zip(
+            owner[chunk.text[gram]].tolist(),
+            ref.task[ref_row].tolist(),
+            chunk.hashes[gram].tolist(),
+            gram.tolist(),
+        )
+    )
 
 
 def match(ref: Reference, texts: Sequence[str], traj_of_text: Sequence[int]) -> list[Hit]:
@@ -387,10 +393,18 @@ class _Scan:
         for (traj, bench), h in sorted(best.items()):
             if h.shared >= self.min_matches:
                 bench_task = self.ref.tasks[h.task][1]
-                rows.append({"traj_id": meta[traj][0], "task": meta[traj][1], "benchmark": bench,
-                             "bench_task": bench_task, "shared_ngrams": h.shared, "first_ngram": h.first,
-                             "reason": "contaminated",
-                             "detail": f"{bench}/{bench_task}: {h.shared} shared {n}-grams"})  # fmt: skip
+                rows.append(
+                    {
+                        "traj_id": meta[traj][0],
+                        "task": meta[traj][1],
+                        "benchmark": bench,
+                        "bench_task": bench_task,
+                        "shared_ngrams": h.shared,
+                        "first_ngram": h.first,
+                        "reason": "contaminated",
+                        "detail": f"{bench}/{bench_task}: {h.shared} shared {n}-grams",
+                    }
+                )
         return rows
 
 
@@ -429,13 +443,26 @@ def decontaminate(
     for bench in per_bench:
         per_bench[bench]["flagged"] = sum(1 for r in scan.rows if r["benchmark"] == bench)
     stats = {
-        "n": n, "min_matches": min_matches, "fields": list(fields), "corpus_text": corpus_text,
-        "trajectories": scan.trajectories, "flagged": len({r["traj_id"] for r in scan.rows}),
-        "benchmarks": per_bench, "task_statement": dict(statement.how), "reference_bytes": ref.nbytes,
-        "chars": scan.chars, "seconds": seconds, "mb_per_s": scan.chars / 1e6 / seconds if seconds else None,
-    }  # fmt: skip
+        "n": n,
+        "min_matches": min_matches,
+        "fields": list(fields),
+        "corpus_text": corpus_text,
+        "trajectories": scan.trajectories,
+        "flagged": len({r["traj_id"] for r in scan.rows}),
+        "benchmarks": per_bench,
+        "task_statement": dict(statement.how),
+        "reference_bytes": ref.nbytes,
+        "chars": scan.chars,
+        "seconds": seconds,
+        "mb_per_s": scan.chars / 1e6 / seconds if seconds else None,
+    }
     write_json(stats_path, stats)
-    log.info("decontaminate: %d of %d trajectories share a %d-gram with a benchmark task (%s); %.1f MB/s",
-             stats["flagged"], scan.trajectories, n, {b: v["flagged"] for b, v in per_bench.items()},
-             stats["mb_per_s"] or 0)  # fmt: skip
+    log.info(
+        "decontaminate: %d of %d trajectories share a %d-gram with a benchmark task (%s); %.1f MB/s",
+        stats["flagged"],
+        scan.trajectories,
+        n,
+        {b: v["flagged"] for b, v in per_bench.items()},
+        stats["mb_per_s"] or 0,
+    )
     return stats

@@ -65,9 +65,14 @@ def removals(paths: Sequence[str | Path]) -> dict[str, tuple[str, str]]:
 def hygiene_summary(stage: str, report: Mapping, decontam_remove: bool = True) -> dict:
     """What train/stats.json says of the decontamination and judge stages (their own counts)."""
     if stage == "decontamination":
-        return {"n": report["n"], "fields": report["fields"], "corpus_text": report["corpus_text"],
-                "flagged": report["flagged"], "removal": "on" if decontam_remove else "off (decontam.remove: false)",
-                "benchmarks": {b: v["flagged"] for b, v in report["benchmarks"].items()}}  # fmt: skip
+        return {
+            "n": report["n"],
+            "fields": report["fields"],
+            "corpus_text": report["corpus_text"],
+            "flagged": report["flagged"],
+            "removal": "on" if decontam_remove else "off (decontam.remove: false)",
+            "benchmarks": {b: v["flagged"] for b, v in report["benchmarks"].items()},
+        }
     return {k: report[k] for k in ("model", "keep", "status", "removed", "answers_not_a_verdict")}
 
 
@@ -114,8 +119,11 @@ def pick_per_task(meta: pa.Table, mode: str) -> np.ndarray:
 def _surviving_tasks(path: str | Path, key: str, name: str, removal_paths: Sequence[str | Path]) -> set[str]:
     t = task_column(path, key, name)
     gone = removals(removal_paths)
-    return {task for tid, task in zip(t.column("traj_id").to_pylist(), t.column("task").to_pylist())
-            if task is not None and tid not in gone}  # fmt: skip
+    return {
+        task
+        for tid, task in zip(t.column("traj_id").to_pylist(), t.column("task").to_pylist())
+        if task is not None and tid not in gone
+    }
 
 
 def _metadata(trajectories: str | Path, quality: str | Path, key: str, source: str) -> pa.Table:
@@ -149,8 +157,14 @@ def decide(
     picked = np.zeros(len(ids), dtype=bool)
     picked[keep] = pick_per_task(meta.filter(pa.array(keep)), per_task)
     for i in np.flatnonzero(keep & ~picked):
-        removed.append({"traj_id": ids[i], "task": tasks[i], "reason": f"per_task_{per_task}",
-                        "detail": f"not the {per_task} trajectory of its task"})  # fmt: skip
+        removed.append(
+            {
+                "traj_id": ids[i],
+                "task": tasks[i],
+                "reason": f"per_task_{per_task}",
+                "detail": f"not the {per_task} trajectory of its task",
+            }
+        )
     return picked, removed
 
 

@@ -96,9 +96,12 @@ class Rubric:
         ]
         lines += [f"- {name}: {meaning}" for name, meaning in self.criteria.items()]
         keys = ", ".join(f'"{c}": <integer>' for c in self.criteria)
-        lines += ["", "Also say whether the agent refused or abandoned the task instead of attempting it.",
-                  f'Answer with one JSON object only: {{"scores": {{{keys}}}, "refusal": <true|false>, '
-                  '"reason": "<one sentence>"}']  # fmt: skip
+        lines += [
+            "",
+            "Also say whether the agent refused or abandoned the task instead of attempting it.",
+            f'Answer with one JSON object only: {{"scores": {{{keys}}}, "refusal": <true|false>, '
+            '"reason": "<one sentence>"}',
+        ]
         return "\n".join(lines).strip()
 
 
@@ -208,9 +211,14 @@ class Judge:
         s = self.settings
         try:
             out = self.client.chat.completions.create(
-                model=s.model, temperature=s.temperature, max_tokens=s.max_tokens,
-                messages=[{"role": "system", "content": self.rubric.system_prompt()}, {"role": "user", "content": text}],
-            )  # fmt: skip
+                model=s.model,
+                temperature=s.temperature,
+                max_tokens=s.max_tokens,
+                messages=[
+                    {"role": "system", "content": self.rubric.system_prompt()},
+                    {"role": "user", "content": text},
+                ],
+            )
         except (openai.APIConnectionError, openai.RateLimitError, openai.InternalServerError) as e:
             raise JudgeError(
                 f"judge endpoint {s.url}: {type(e).__name__} after {s.max_retries} retries: {e}"
@@ -236,10 +244,24 @@ class Judge:
                 kind, error = e.kind, str(e)
                 continue
             score = sum(scores.values()) / len(scores)
-            return {"traj_id": traj_id, "status": "judged", "score": score, "scores": scores, "refusal": refusal,
-                    "answers": answers, "error": ""}  # fmt: skip
-        return {"traj_id": traj_id, "status": kind, "score": None, "scores": None, "refusal": None,
-                "answers": answers, "error": error}  # fmt: skip
+            return {
+                "traj_id": traj_id,
+                "status": "judged",
+                "score": score,
+                "scores": scores,
+                "refusal": refusal,
+                "answers": answers,
+                "error": "",
+            }
+        return {
+            "traj_id": traj_id,
+            "status": kind,
+            "score": None,
+            "scores": None,
+            "refusal": None,
+            "answers": answers,
+            "error": error,
+        }
 
 
 def _trajectories(
@@ -282,9 +304,17 @@ def verdict_row(rec: dict, settings: JudgeSettings) -> dict:
         reason, detail = "refusal", "the judge found that the agent refused or abandoned the task"
     elif rec["score"] < settings.keep:
         reason, detail = "judge_below_threshold", f"score {rec['score']:.2f} < judge.keep {settings.keep}"
-    return {"traj_id": rec["traj_id"], "status": rec["status"], "score": rec["score"],
-            "scores": json.dumps(rec["scores"]), "refusal": rec["refusal"], "attempts": len(rec["answers"]),
-            "answers": json.dumps(rec["answers"]), "reason": reason, "detail": detail}  # fmt: skip
+    return {
+        "traj_id": rec["traj_id"],
+        "status": rec["status"],
+        "score": rec["score"],
+        "scores": json.dumps(rec["scores"]),
+        "refusal": rec["refusal"],
+        "attempts": len(rec["answers"]),
+        "answers": json.dumps(rec["answers"]),
+        "reason": reason,
+        "detail": detail,
+    }
 
 
 def run_judge(
@@ -299,8 +329,10 @@ def run_judge(
 
     rubric = Rubric.load(rubric_path)
     if not rubric.low <= settings.keep <= rubric.high:
-        raise JudgeError(f"config key judge.keep: {settings.keep} is outside the scale {rubric.low}..{rubric.high} "
-                         f"of the rubric {rubric_path}")  # fmt: skip
+        raise JudgeError(
+            f"config key judge.keep: {settings.keep} is outside the scale {rubric.low}..{rubric.high} "
+            f"of the rubric {rubric_path}"
+        )
     out_path = Path(out_path)
     journal = Journal(out_path.with_name("judge.partial.jsonl"))
     tag = {"model": settings.model, "rubric": rubric.digest, "max_chars": settings.max_chars}
@@ -328,8 +360,10 @@ def run_judge(
         run.collect(wait(inflight)[0])
     progress.close()
     if run.failure:
-        raise JudgeError(f"{run.failure}; {len(done)} of {len(order)} trajectories judged, kept in {journal.path}: "
-                         "rerun to resume")  # fmt: skip
+        raise JudgeError(
+            f"{run.failure}; {len(done)} of {len(order)} trajectories judged, kept in {journal.path}: "
+            "rerun to resume"
+        )
     return _write(order, done, settings, rubric, out_path, stats_path, time.perf_counter() - t0)
 
 
@@ -348,9 +382,12 @@ def _write(order, done, settings, rubric, out_path, stats_path, seconds) -> dict
         "kept": sum(1 for r in rows if not r["reason"]),
         "answers": answers,
         "answers_not_a_verdict": answers - sum(1 for r in rows if r["status"] == "judged"),
-        "model": settings.model, "endpoint": settings.url, "rubric": rubric.digest, "keep": settings.keep,
+        "model": settings.model,
+        "endpoint": settings.url,
+        "rubric": rubric.digest,
+        "keep": settings.keep,
         "seconds_this_run": seconds,
-    }  # fmt: skip
+    }
     write_json(stats_path, stats)
     log.info("judge: %d trajectories, %s; removed %s", len(rows), stats["status"], stats["removed"])
     return stats

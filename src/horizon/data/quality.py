@@ -316,6 +316,9 @@ def write_quality(
     tor = summary["tor"]
     log.info(
         "quality: %d trajectories, TOR mean %.3f (%d without an action), %d distinct commands",
-        summary["trajectories"], tor["mean"], tor["without_action"], summary["commands"]["distinct"],
-    )  # fmt: skip
+        summary["trajectories"],
+        tor["mean"],
+        tor["without_action"],
+        summary["commands"]["distinct"],
+    )
     return summary

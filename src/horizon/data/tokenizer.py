@@ -22,12 +22,16 @@ ENDOFTEXT = "<|endoftext|>"
 # Qwen3's added tokens in id order from 151643; <think> and </think> are not "special" (they are
 # kept when decoding), like in Qwen3's own tokenizer.
 QWEN3_ADDED = [
-    ENDOFTEXT, IM_START, IM_END, "<|object_ref_start|>", "<|object_ref_end|>", "<|box_start|>",
-    "<|box_end|>", "<|quad_start|>", "<|quad_end|>", "<|vision_start|>", "<|vision_end|>",
-    "<|vision_pad|>", "<|image_pad|>", "<|video_pad|>", "<tool_call>", "</tool_call>",
-    "<|fim_prefix|>", "<|fim_middle|>", "<|fim_suffix|>", "<|fim_pad|>", "<|repo_name|>",
-    "<|file_sep|>", "<tool_response>", "</tool_response>", "<think>", "</think>",
-]  # fmt: skip
+    ENDOFTEXT,
+    IM_START,
+    IM_END,
+    *(
+        "<|object_ref_start|> <|object_ref_end|> <|box_start|> <|box_end|> <|quad_start|> <|quad_end|>"
+        " <|vision_start|> <|vision_end|> <|vision_pad|> <|image_pad|> <|video_pad|> <tool_call>"
+        " </tool_call> <|fim_prefix|> <|fim_middle|> <|fim_suffix|> <|fim_pad|> <|repo_name|> <|file_sep|>"
+        " <tool_response> </tool_response> <think> </think>"
+    ).split(),
+]
 QWEN3_FIRST_ADDED_ID = 151643
 NOT_SPECIAL = {"<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>", "<think>", "</think>"}
 

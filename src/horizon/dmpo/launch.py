@@ -84,8 +84,12 @@ def _current(spec: DMPOSpec, sources: dict) -> dict | None:
     if {k: meta.get(k) for k in sources} == sources:
         return meta
     stale = list(Path(spec.checkpoints).glob("checkpoint-*"))
-    log.warning("%s: pairs or reference changed since %s was built: rebuilt, %d checkpoints of the old data removed",
-                spec.name, out, len(stale))  # fmt: skip
+    log.warning(
+        "%s: pairs or reference changed since %s was built: rebuilt, %d checkpoints of the old data removed",
+        spec.name,
+        out,
+        len(stale),
+    )
     for ckpt in stale:
         shutil.rmtree(ckpt, ignore_errors=True)
     return None
@@ -118,16 +122,24 @@ def build_examples(spec: DMPOSpec, reference: dict[str, np.ndarray]) -> dict:
             meta["supervised_tokens"] += int((turn_ids >= 0).sum())
     arrays = [pa.array(cols["pair_id"], pa.string())]
     for side in SIDES:
-        arrays += [list_array(cols[f"{side}_input_ids"], np.int32), list_array(cols[f"{side}_turn_ids"], np.int16),
-                   list_array(cols[f"{side}_reference"], np.float64)]  # fmt: skip
+        arrays += [
+            list_array(cols[f"{side}_input_ids"], np.int32),
+            list_array(cols[f"{side}_turn_ids"], np.int16),
+            list_array(cols[f"{side}_reference"], np.float64),
+        ]
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + ".tmp")
     with pa.OSFile(str(tmp), "wb") as sink, pa.ipc.new_file(sink, EXAMPLES_SCHEMA) as ipc:
         ipc.write_table(pa.Table.from_arrays(arrays, schema=EXAMPLES_SCHEMA))
     os.replace(tmp, out)
     write_json(meta_path, meta)
-    log.info("%s: %d pairs, %d tokens, %d assistant tokens", spec.name, meta["pairs"], meta["tokens"],
-             meta["supervised_tokens"])  # fmt: skip
+    log.info(
+        "%s: %d pairs, %d tokens, %d assistant tokens",
+        spec.name,
+        meta["pairs"],
+        meta["tokens"],
+        meta["supervised_tokens"],
+    )
     return meta
 
 
@@ -136,5 +148,6 @@ def train_dmpo(spec: DMPOSpec, threads: int = 1, log_path: str | None = None) ->
     from horizon.train.launch import run_workers
 
     reference = load_reference(spec.reference, spec.model_init, spec.pairs)
-    run_workers(spec, threads, log_path, module="horizon.dmpo.worker",
-                prepare=lambda: build_examples(spec, reference))  # fmt: skip
+    run_workers(
+        spec, threads, log_path, module="horizon.dmpo.worker", prepare=lambda: build_examples(spec, reference)
+    )

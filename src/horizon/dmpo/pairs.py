@@ -124,10 +124,16 @@ def _per_task(attempts: list[tuple[Attempt, Path]]) -> dict[str, dict]:
 
 def _summary(tasks: dict, drawn: dict, policy: str, task_set: str, pairs_per_task: int, seed: int) -> dict:
     per_task = [
-        {"task": name, "successes": len(t["success"]), "failures": len(t["failure"]),
-         "infra_errors": t["infra_errors"], "no_assistant_turn": t["no_turns"], "pairs": len(drawn.get(name, []))}
+        {
+            "task": name,
+            "successes": len(t["success"]),
+            "failures": len(t["failure"]),
+            "infra_errors": t["infra_errors"],
+            "no_assistant_turn": t["no_turns"],
+            "pairs": len(drawn.get(name, [])),
+        }
         for name, t in sorted(tasks.items())
-    ]  # fmt: skip
+    ]
     return {
         "policy": policy,
         "task_set": task_set,
@@ -204,11 +210,19 @@ def build_pairs(
     if not summary["pairs"]:
         raise NoPairs(_no_pairs_message(summary))
     rows = [
-        {"pair_id": f"{trajectory_id(name, s)}-vs-a{f}", "task": name,
-         "chosen": trajectory_id(name, s), "chosen_attempt": s, "chosen_messages": tasks[name]["success"][s],
-         "rejected": trajectory_id(name, f), "rejected_attempt": f, "rejected_messages": tasks[name]["failure"][f]}
-        for name, pairs in drawn.items() for s, f in pairs
-    ]  # fmt: skip
+        {
+            "pair_id": f"{trajectory_id(name, s)}-vs-a{f}",
+            "task": name,
+            "chosen": trajectory_id(name, s),
+            "chosen_attempt": s,
+            "chosen_messages": tasks[name]["success"][s],
+            "rejected": trajectory_id(name, f),
+            "rejected_attempt": f,
+            "rejected_messages": tasks[name]["failure"][f],
+        }
+        for name, pairs in drawn.items()
+        for s, f in pairs
+    ]
     table = _table(rows, ChatSerializer(load(tokenizer_dir)))
     for side in SIDES:
         summary[f"{side}_tokens_mean"] = float(
@@ -220,8 +234,15 @@ def build_pairs(
     log.info(
         "DMPO pairs from %s on %s: %d pairs from %d of %d tasks (%d without a success, %d without a failure); "
         "%d successes, %d failures, %d infrastructure errors",
-        policy, task_set, summary["pairs"], summary["tasks_with_pairs"], summary["tasks"],
-        summary["tasks_without_success"], summary["tasks_without_failure"], summary["successes"],
-        summary["failures"], summary["infra_errors"],
-    )  # fmt: skip
+        policy,
+        task_set,
+        summary["pairs"],
+        summary["tasks_with_pairs"],
+        summary["tasks"],
+        summary["tasks_without_success"],
+        summary["tasks_without_failure"],
+        summary["successes"],
+        summary["failures"],
+        summary["infra_errors"],
+    )
     return summary

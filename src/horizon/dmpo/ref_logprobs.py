@@ -58,8 +58,7 @@ def trajectories(pairs_path: str | Path) -> dict[str, dict]:
         for traj, ids, roles, turns in side_rows(table, side):
             if traj not in out:
                 turn_ids = assistant_turn_ids(roles, turns)
-                out[traj] = {"input_ids": ids, "turn_ids": turn_ids,
-                             "n_turns": int(turn_ids.max()) + 1}  # fmt: skip
+                out[traj] = {"input_ids": ids, "turn_ids": turn_ids, "n_turns": int(turn_ids.max()) + 1}
     return out
 
 
@@ -114,8 +113,12 @@ def compute_reference(
             progress.update(1, tokens=len(r["input_ids"]))
     progress.close()
     rows = [{"traj": t, "n_turns": trajs[t]["n_turns"], "logps": done[t]} for t in sorted(trajs)]
-    meta = {"model_sha256": model_hash, "pairs_sha256": pairs_hash, "model_dir": str(model_dir),
-            "seconds": f"{time.time() - t0:.3f}"}  # fmt: skip
+    meta = {
+        "model_sha256": model_hash,
+        "pairs_sha256": pairs_hash,
+        "model_dir": str(model_dir),
+        "seconds": f"{time.time() - t0:.3f}",
+    }
     table = pa.Table.from_pylist(rows, schema=SCHEMA).replace_schema_metadata(meta)
     write_table(out_path, table)
     journal.remove()

@@ -58,8 +58,12 @@ def training_manifest(
     if root is None:  # a hub dataset of task directories, fetched once
         from huggingface_hub import snapshot_download
 
-        root = snapshot_download(repo_id=task_cfg["hf"], repo_type="dataset",
-                                 revision=task_cfg["revision"], local_dir=f"{dest}/tasks")  # fmt: skip
+        root = snapshot_download(
+            repo_id=task_cfg["hf"],
+            repo_type="dataset",
+            revision=task_cfg["revision"],
+            local_dir=f"{dest}/tasks",
+        )
     tasks, errors = load_benchmark(root, task_cfg["format"], task_cfg.get("tasks"))
     if not tasks:
         raise ValueError(f"dmpo.tasks {root}: no valid task ({len(errors)} malformed: {errors[:3]})")
@@ -70,8 +74,13 @@ def training_manifest(
             + "; ".join(clash)
             + ". Remove them from the training set (dmpo.tasks.tasks lists the ones to use)."
         )
-    manifest = {"benchmark": ROLLOUT_BENCH, "root": str(Path(root).resolve()), "format": task_cfg["format"],
-                "tasks": [t.to_dict() for t in tasks], "errors": errors}  # fmt: skip
+    manifest = {
+        "benchmark": ROLLOUT_BENCH,
+        "root": str(Path(root).resolve()),
+        "format": task_cfg["format"],
+        "tasks": [t.to_dict() for t in tasks],
+        "errors": errors,
+    }
     write_json(out, manifest)
     log.info(
         "DMPO training tasks: %d from %s (%d malformed, skipped), none in a benchmark",
@@ -117,9 +126,20 @@ class _WallClock:
 
 
 def preference_rollouts(
-    policy_dir: str, tokenizer_dir: str, tasks_json: str, template_path: str, settings, seed: int,
-    signatures: list[str], policy: str, attempts: int, shard: int, shards: int, out_path: str, timing_path: str,
-):  # fmt: skip
+    policy_dir: str,
+    tokenizer_dir: str,
+    tasks_json: str,
+    template_path: str,
+    settings,
+    seed: int,
+    signatures: list[str],
+    policy: str,
+    attempts: int,
+    shard: int,
+    shards: int,
+    out_path: str,
+    timing_path: str,
+):
     """`attempts` attempts of the policy on every task of one shard of the training tasks."""
     from horizon.eval.rollout import rollout_job
 
@@ -127,9 +147,19 @@ def preference_rollouts(
     out.parent.mkdir(parents=True, exist_ok=True)
     manifest = _shard_manifest(tasks_json, shard, shards, out.parent / "tasks.json")
     clock = _WallClock(Path(timing_path))
-    records = rollout_job(policy_dir, tokenizer_dir, str(manifest), template_path,
-                          dataclasses.replace(settings, attempts=attempts), seed, signatures, policy,
-                          f"{ROLLOUT_BENCH}-s{shard}", 0, out_path)  # fmt: skip
+    records = rollout_job(
+        policy_dir,
+        tokenizer_dir,
+        str(manifest),
+        template_path,
+        dataclasses.replace(settings, attempts=attempts),
+        seed,
+        signatures,
+        policy,
+        f"{ROLLOUT_BENCH}-s{shard}",
+        0,
+        out_path,
+    )
     clock.finish(attempts=len(records), successes=sum(1 for r in records if r.success))
     return records
 

@@ -55,8 +55,11 @@ class PairExamples:
 def collate_pairs(examples: list[dict], pad_id: int, gamma: float) -> dict:
     """2B right-padded sequences (chosen, then rejected), the turn of each assistant token, and per turn
     the reference log-probs and weights alpha_t(T) with T = that sequence's number of turns."""
-    seqs = [(e[f"{side}_input_ids"], e[f"{side}_turn_ids"], e[f"{side}_reference"])
-            for side in ("chosen", "rejected") for e in examples]  # fmt: skip
+    seqs = [
+        (e[f"{side}_input_ids"], e[f"{side}_turn_ids"], e[f"{side}_reference"])
+        for side in ("chosen", "rejected")
+        for e in examples
+    ]
     n, t_max = max(len(s[0]) for s in seqs), max(len(s[2]) for s in seqs)
     ids = torch.full((len(seqs), n), pad_id, dtype=torch.long)
     mask = torch.zeros((len(seqs), n), dtype=torch.long)
@@ -110,8 +113,16 @@ def install_dmpo_forward(model, beta: float, chunk: int) -> None:
         def objective(per_turn):
             return dmpo_loss(per_turn.view(ref.shape), ref, weights, beta)
 
-        loss, metrics = turn_objective(head.weight, hidden.reshape(-1, hidden.shape[-1]), rows.to(device),
-                                       targets.to(device), segments.to(device), ref.numel(), chunk, objective)  # fmt: skip
+        loss, metrics = turn_objective(
+            head.weight,
+            hidden.reshape(-1, hidden.shape[-1]),
+            rows.to(device),
+            targets.to(device),
+            segments.to(device),
+            ref.numel(),
+            chunk,
+            objective,
+        )
         return {"loss": loss, "metrics": metrics}
 
     model.forward = forward
@@ -157,8 +168,13 @@ def make_dmpo_trainer(spec: DMPOSpec, callbacks: list | None = None):
     args, tokenizer, model = load_for_training(spec)
     install_dmpo_forward(model, spec.beta, spec.chunk)
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-    trainer = dmpo_trainer_class()(model=model, args=args, train_dataset=PairExamples(spec.examples_path),
-                                   data_collator=PairCollator(pad, spec.gamma), callbacks=callbacks or [])  # fmt: skip
+    trainer = dmpo_trainer_class()(
+        model=model,
+        args=args,
+        train_dataset=PairExamples(spec.examples_path),
+        data_collator=PairCollator(pad, spec.gamma),
+        callbacks=callbacks or [],
+    )
     trainer.remove_callback(PrinterCallback)
     return trainer, tokenizer
 

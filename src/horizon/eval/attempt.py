@@ -56,11 +56,15 @@ def deviations(task: Task, policy: dict) -> list[str]:
     given = network_allowed(task, policy["network"])
     if given != task.owner_network:
         owner = "the public network" if task.owner_network else "no network"
-        out.append(f"network: {'public' if given else 'none'} (its owner gives {owner}; eval.network = "
-                   f"{policy['network']})")  # fmt: skip
+        out.append(
+            f"network: {'public' if given else 'none'} (its owner gives {owner}; eval.network = "
+            f"{policy['network']})"
+        )
     if task.same_shell and policy["same_shell_tests"] == "fresh":
-        out.append("tests: a fresh grader shell (the task asks for the agent's: run_tests_in_same_shell; "
-                   "eval.same_shell_tests = fresh)")  # fmt: skip
+        out.append(
+            "tests: a fresh grader shell (the task asks for the agent's: run_tests_in_same_shell; "
+            "eval.same_shell_tests = fresh)"
+        )
     return out
 
 
@@ -138,8 +142,16 @@ def _agent_and_grade(
     sb.start()
     clock["started"] = time.monotonic()
     if not task.steps:
-        res = run_agent(sb, ctx.backend, ctx.template, task.instruction, task.agent_timeout, ctx.agent, seed,
-                        ctx.signatures)  # fmt: skip
+        res = run_agent(
+            sb,
+            ctx.backend,
+            ctx.template,
+            task.instruction,
+            task.agent_timeout,
+            ctx.agent,
+            seed,
+            ctx.signatures,
+        )
         clock["agent"] = time.monotonic()
         g = grade_attempt(sb, task, agent_shell=ctx.policy.get("same_shell_tests") == "agent")
         clock["graded"] = time.monotonic()
@@ -147,8 +159,16 @@ def _agent_and_grade(
     results, grades, records = [], [], []
     for i, step in enumerate(task.steps):
         multistep.prepare_step(sb, step, first=i == 0)
-        res = run_agent(sb, ctx.backend, ctx.template, step.instruction, step.agent_timeout, ctx.agent,
-                        seed + i, ctx.signatures)  # fmt: skip
+        res = run_agent(
+            sb,
+            ctx.backend,
+            ctx.template,
+            step.instruction,
+            step.agent_timeout,
+            ctx.agent,
+            seed + i,
+            ctx.signatures,
+        )
         g = grade_attempt(sb, task, step)
         stopped = multistep.below_min_reward(step, g)
         results.append(res)
@@ -171,8 +191,12 @@ def run_attempt(
 ) -> Outcome:
     """One attempt, graded. Raises SandboxError/BackendError/TerminalLost-at-start on infrastructure failure."""
     clock = {"t0": time.monotonic()}
-    labels = {"horizon.run": ctx.run_id, "horizon.task": task.id,
-              "horizon.attempt": str(attempt), "horizon.repeat": str(repeat)}  # fmt: skip
+    labels = {
+        "horizon.run": ctx.run_id,
+        "horizon.task": task.id,
+        "horizon.attempt": str(attempt),
+        "horizon.repeat": str(repeat),
+    }
     spec = sandbox_spec(task, f"{task.id}-a{attempt}-r{repeat}", labels, ctx.policy["network"])
     sb = make_sandbox(ctx.sandbox_kind, spec, **ctx.sandbox_options)
     live.add(sb)
@@ -187,19 +211,45 @@ def run_attempt(
         live.discard(sb)
     end = time.monotonic()
     record = Attempt(
-        task=task.id, attempt=attempt, repeat=repeat, success=g.success, reward=g.reward,
-        episodes=res.episodes, prompt_tokens=res.prompt_tokens, completion_tokens=res.completion_tokens,
-        seconds=round(end - clock["t0"], 3), failure_mode=failure_mode(g, res), ended=res.ended,
+        task=task.id,
+        attempt=attempt,
+        repeat=repeat,
+        success=g.success,
+        reward=g.reward,
+        episodes=res.episodes,
+        prompt_tokens=res.prompt_tokens,
+        completion_tokens=res.completion_tokens,
+        seconds=round(end - clock["t0"], 3),
+        failure_mode=failure_mode(g, res),
+        ended=res.ended,
         evidence=(res.evidence or g.evidence) if not g.success else None,
-        first_complete_episode=res.first_complete_episode, parse_errors=res.parse_errors,
-        model_calls=res.model_calls, summary_calls=res.summary_calls, summarizations=res.summarizations,
-        error_signatures=res.error_signatures, transcript=str(transcript) if transcript else None,
-        policy=dict(ctx.policy), deviations=deviations(task, ctx.policy) or None, steps=step_records,
-        timing={"start": round(clock["started"] - clock["t0"], 3), "agent": round(clock["agent"] - clock["started"], 3),
-                "grade": round(clock["graded"] - clock["agent"], 3), "teardown": round(end - clock["graded"], 3)},
+        first_complete_episode=res.first_complete_episode,
+        parse_errors=res.parse_errors,
+        model_calls=res.model_calls,
+        summary_calls=res.summary_calls,
+        summarizations=res.summarizations,
+        error_signatures=res.error_signatures,
+        transcript=str(transcript) if transcript else None,
+        policy=dict(ctx.policy),
+        deviations=deviations(task, ctx.policy) or None,
+        steps=step_records,
+        timing={
+            "start": round(clock["started"] - clock["t0"], 3),
+            "agent": round(clock["agent"] - clock["started"], 3),
+            "grade": round(clock["graded"] - clock["agent"], 3),
+            "teardown": round(end - clock["graded"], 3),
+        },
         cache=res.cache,
-    )  # fmt: skip
+    )
     if transcript:
-        write_json(transcript, {**record.to_dict(), "instruction": task.instruction, "messages": res.messages,
-                                "events": res.events, "grader": {"detail": g.detail, "output": g.output}})  # fmt: skip
+        write_json(
+            transcript,
+            {
+                **record.to_dict(),
+                "instruction": task.instruction,
+                "messages": res.messages,
+                "events": res.events,
+                "grader": {"detail": g.detail, "output": g.output},
+            },
+        )
     return Outcome(record, res.messages)

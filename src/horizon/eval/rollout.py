@@ -96,8 +96,9 @@ class _Repeat:
         seed = episode_seed(self.seed, *self.seed_parts, self.repeat, task.id, attempt)
         if task.id in self.unsupported:
             known = self.unsupported[task.id]
-            return Attempt.unsupported(task.id, attempt, self.repeat, known.evidence or "", known.sandbox or "",
-                                       known.policy)  # fmt: skip
+            return Attempt.unsupported(
+                task.id, attempt, self.repeat, known.evidence or "", known.sandbox or "", known.policy
+            )
         rec = None
         for tries in range(self.retries + 1):
             if self.live.cancelled.is_set():
@@ -112,8 +113,14 @@ class _Repeat:
             except INFRA as e:
                 if self.live.cancelled.is_set():
                     return None
-                log.warning("%s attempt %d: infrastructure error (try %d/%d): %s",
-                            task.id, attempt, tries + 1, self.retries + 1, e)  # fmt: skip
+                log.warning(
+                    "%s attempt %d: infrastructure error (try %d/%d): %s",
+                    task.id,
+                    attempt,
+                    tries + 1,
+                    self.retries + 1,
+                    e,
+                )
                 rec = Attempt.infra_error(
                     task.id, attempt, self.repeat, repr(e), tries + 1, getattr(e, "evidence", None)
                 )
@@ -196,15 +203,27 @@ def make_backend(settings: EvalSettings, model_dir: str, tokenizer_dir: str, see
 
     s = settings.sampling
     if settings.backend == "transformers":
-        backend = TransformersBackend(model_dir, tokenizer_dir, s.temperature, s.top_p,
-                                      kv_cache=settings.kv_cache, batching=settings.batching)  # fmt: skip
+        backend = TransformersBackend(
+            model_dir,
+            tokenizer_dir,
+            s.temperature,
+            s.top_p,
+            kv_cache=settings.kv_cache,
+            batching=settings.batching,
+        )
         return backend, None
     if settings.backend == "openai":
         model = settings.endpoint_model or "horizon"
         return CompletionsBackend(settings.endpoint, tokenizer_dir, model, s.temperature, s.top_p), None
-    server = VLLMServer(model_dir, settings.context_length, seed, settings.vllm_args, command=settings.vllm_command,
-                        log_path=(log_dir / "vllm.log") if log_dir else None,
-                        prefix_caching=settings.vllm_prefix_caching)  # fmt: skip
+    server = VLLMServer(
+        model_dir,
+        settings.context_length,
+        seed,
+        settings.vllm_args,
+        command=settings.vllm_command,
+        log_path=(log_dir / "vllm.log") if log_dir else None,
+        prefix_caching=settings.vllm_prefix_caching,
+    )
     server.start()
     try:
         backend = CompletionsBackend(server.base_url, tokenizer_dir, server.name, s.temperature, s.top_p)
@@ -267,10 +286,27 @@ def rollout_job(
         backend, server = make_backend(settings, model_dir, tokenizer_dir, seed, Path(out_path).parent)
         try:
             options = {"toolchain": tools, **settings.sandbox_options}
-            ctx = RunContext(settings.sandbox, backend, template, agent_config(settings), signatures, options,
-                             run_id=run_id, policy=policy(settings))  # fmt: skip
-            return run_repeat(tasks, settings.attempts, repeat, ctx, out_path, seed, settings.concurrency,
-                              settings.max_infra_retries, seed_parts=(model, bench))  # fmt: skip
+            ctx = RunContext(
+                settings.sandbox,
+                backend,
+                template,
+                agent_config(settings),
+                signatures,
+                options,
+                run_id=run_id,
+                policy=policy(settings),
+            )
+            return run_repeat(
+                tasks,
+                settings.attempts,
+                repeat,
+                ctx,
+                out_path,
+                seed,
+                settings.concurrency,
+                settings.max_infra_retries,
+                seed_parts=(model, bench),
+            )
         finally:
             if server is not None:
                 server.stop()

@@ -145,18 +145,53 @@ class Attempt:
         return cls(**{k: v for k, v in rec.items() if k in known})
 
     @classmethod
-    def unsupported(cls, task: str, attempt: int, repeat: int, reason: str, sandbox: str,
-                    policy: dict | None = None) -> Attempt:  # fmt: skip
+    def unsupported(
+        cls, task: str, attempt: int, repeat: int, reason: str, sandbox: str, policy: dict | None = None
+    ) -> Attempt:
         """The sandbox cannot run this task as its owner defines it: a named skip, excluded like an
         infrastructure error and listed under the tables, never a 0."""
-        return cls(task, attempt, repeat, False, 0.0, 0, 0, 0, 0.0, "unsupported", "unsupported",
-                   evidence=reason[:1000], sandbox=sandbox, policy=policy)  # fmt: skip
+        return cls(
+            task,
+            attempt,
+            repeat,
+            False,
+            0.0,
+            0,
+            0,
+            0,
+            0.0,
+            "unsupported",
+            "unsupported",
+            evidence=reason[:1000],
+            sandbox=sandbox,
+            policy=policy,
+        )
 
     @classmethod
     def infra_error(
-        cls, task: str, attempt: int, repeat: int, error: str, tries: int, evidence: str | None = None,
+        cls,
+        task: str,
+        attempt: int,
+        repeat: int,
+        error: str,
+        tries: int,
+        evidence: str | None = None,
         harness: str = "horizon",
-    ) -> Attempt:  # fmt: skip
-        return cls(task, attempt, repeat, False, 0.0, 0, 0, 0, 0.0, "infra_error", "infra_error",
-                   error=error[:1000], infra_tries=tries, evidence=evidence and evidence[:1000],
-                   harness=harness)  # fmt: skip
+    ) -> Attempt:
+        return cls(
+            task,
+            attempt,
+            repeat,
+            False,
+            0.0,
+            0,
+            0,
+            0,
+            0.0,
+            "infra_error",
+            "infra_error",
+            error=error[:1000],
+            infra_tries=tries,
+            evidence=evidence and evidence[:1000],
+            harness=harness,
+        )

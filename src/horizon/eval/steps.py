@@ -21,8 +21,16 @@ from horizon.eval.grading.grader import Grade
 from horizon.eval.sandbox import Sandbox, SandboxError
 from horizon.eval.tasks.benchmark import Step, Task
 
-SUMMED = ("episodes", "prompt_tokens", "completion_tokens", "parse_errors", "seconds", "model_calls",
-          "summary_calls", "summarizations")  # fmt: skip
+SUMMED = (
+    "episodes",
+    "prompt_tokens",
+    "completion_tokens",
+    "parse_errors",
+    "seconds",
+    "model_calls",
+    "summary_calls",
+    "summarizations",
+)
 
 
 def prepare_step(sb: Sandbox, step: Step, first: bool) -> None:
@@ -80,8 +88,14 @@ def merge_results(results: list[AgentResult]) -> AgentResult:
 
 
 def step_record(step: Step, res: AgentResult, g: Grade, stopped: str | None) -> dict:
-    rec = {"name": step.name, "reward": g.reward, "success": g.success, "episodes": res.episodes,
-           "ended": res.ended, "reward_file": g.detail.get("reward_file")}  # fmt: skip
+    rec = {
+        "name": step.name,
+        "reward": g.reward,
+        "success": g.success,
+        "episodes": res.episodes,
+        "ended": res.ended,
+        "reward_file": g.detail.get("reward_file"),
+    }
     if g.evidence:
         rec["evidence"] = g.evidence
     if stopped:

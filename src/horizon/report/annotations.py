@@ -26,8 +26,12 @@ from horizon.terminus import ParseError, parse_response
 
 log = logging.getLogger("horizon.report.annotations")
 
-EXPORT_COLUMNS = ["model", "benchmark", "task", "attempt", "repeat", "failure_mode", "ended", "episodes",
-                  "last_commands", "last_screen", "transcript", "label", "note"]  # fmt: skip
+EXPORT_COLUMNS = list(
+    (
+        "model benchmark task attempt repeat failure_mode ended episodes last_commands last_screen"
+        " transcript label note"
+    ).split()
+)
 REQUIRED = ["model", "benchmark", "task", "attempt", "repeat", "label"]
 
 
@@ -81,11 +85,23 @@ def export_failures(
             if rec["success"] or rec.get("failure_mode") in ("infra_error", "unsupported"):
                 continue
             commands, screen = transcript_summary(rec.get("transcript"), last_episodes, screen_tail)
-            rows.append({"model": model, "benchmark": bench, "task": rec["task"], "attempt": rec["attempt"],
-                         "repeat": rec["repeat"], "failure_mode": rec.get("failure_mode", ""),
-                         "ended": rec.get("ended", ""), "episodes": rec.get("episodes", ""),
-                         "last_commands": commands, "last_screen": screen,
-                         "transcript": rec.get("transcript") or "", "label": "", "note": ""})  # fmt: skip
+            rows.append(
+                {
+                    "model": model,
+                    "benchmark": bench,
+                    "task": rec["task"],
+                    "attempt": rec["attempt"],
+                    "repeat": rec["repeat"],
+                    "failure_mode": rec.get("failure_mode", ""),
+                    "ended": rec.get("ended", ""),
+                    "episodes": rec.get("episodes", ""),
+                    "last_commands": commands,
+                    "last_screen": screen,
+                    "transcript": rec.get("transcript") or "",
+                    "label": "",
+                    "note": "",
+                }
+            )
     rows.sort(key=lambda r: (r["task"], r["repeat"], r["attempt"]))
     if rows:
         write_csv(out, rows)
@@ -198,9 +214,19 @@ def _class_row(t: Table, model, bench, name, rows, compare, outcomes) -> tuple[s
     for m in compare:
         s, n = _pass_rate(outcomes, m, bench, tasks)
         cells.append(f"{100 * s / n:.0f}% ({s}/{n})" if n else DASH)
-        t.tidy.append({"model": model, "benchmark": bench, "label": name, "labelled_attempts": len(rows),
-                       "tasks": len(tasks), "compare_model": m, "successes": s, "attempts": n,
-                       "pass_rate": s / n if n else float("nan")})  # fmt: skip
+        t.tidy.append(
+            {
+                "model": model,
+                "benchmark": bench,
+                "label": name,
+                "labelled_attempts": len(rows),
+                "tasks": len(tasks),
+                "compare_model": m,
+                "successes": s,
+                "attempts": n,
+                "pass_rate": s / n if n else float("nan"),
+            }
+        )
     return ("", cells)
 
 

@@ -131,8 +131,15 @@ def corpus_table(sources: Sequence[CorpusSource], top: int = 20) -> Table:
         rows.append(("", [str(rank + 1), *cells]))
         for name, x in zip(names, tops):
             if rank < len(x):
-                t.tidy.append({"source": name, "statistic": f"command {rank + 1}", "value": x[rank][0],
-                               "count": x[rank][1], "share": x[rank][2]})  # fmt: skip
+                t.tidy.append(
+                    {
+                        "source": name,
+                        "statistic": f"command {rank + 1}",
+                        "value": x[rank][0],
+                        "count": x[rank][1],
+                        "share": x[rank][2],
+                    }
+                )
     t.block(f"the {top} most frequent commands", rows)
     return t
 
@@ -173,25 +180,37 @@ def teachers_table(
             "mean_tokens": float(tokens.mean()) if len(tokens) else math.nan,
             "tor_mean": float(tor.mean()) if len(tor) else math.nan,
             "tor_sd": sd,
-            "tor_p25": float(quart[0]), "tor_p50": float(quart[1]), "tor_p75": float(quart[2]),
-        }  # fmt: skip
+            "tor_p25": float(quart[0]),
+            "tor_p50": float(quart[1]),
+            "tor_p75": float(quart[2]),
+        }
     for b in benches:
         rows = []
         for s in sources:
             c = corpus[s.name]
             cells_txt = [
-                s.name, f"{c['trajectories']:,}", _num(c["mean_turns"], 1), f"{c['mean_tokens']:,.0f}",
-                fmt(c["tor_mean"], c["tor_sd"], 2), " / ".join(_num(c[f"tor_p{q}"]) for q in (25, 50, 75)),
-            ]  # fmt: skip
+                s.name,
+                f"{c['trajectories']:,}",
+                _num(c["mean_turns"], 1),
+                f"{c['mean_tokens']:,.0f}",
+                fmt(c["tor_mean"], c["tor_sd"], 2),
+                " / ".join(_num(c[f"tor_p{q}"]) for q in (25, 50, 75)),
+            ]
             row = {"teacher": s.name, "benchmark": b, **c}
             for k in horizons:
                 cell = cells.get((student(s.name, primary, k), b))
                 succ = cell.stat("success_attempts") if cell else (math.nan, math.nan)
                 rel = cell.stat("rel_ge_1") if cell else (math.nan, math.nan)
                 cells_txt += [fmt(*succ), fmt(*rel)]
-                row.update({f"K{k}_model": student(s.name, primary, k), f"K{k}_success_attempts_mean": succ[0],
-                            f"K{k}_success_attempts_sd": succ[1], f"K{k}_rel_ge_1_mean": rel[0],
-                            f"K{k}_rel_ge_1_sd": rel[1]})  # fmt: skip
+                row.update(
+                    {
+                        f"K{k}_model": student(s.name, primary, k),
+                        f"K{k}_success_attempts_mean": succ[0],
+                        f"K{k}_success_attempts_sd": succ[1],
+                        f"K{k}_rel_ge_1_mean": rel[0],
+                        f"K{k}_rel_ge_1_sd": rel[1],
+                    }
+                )
             rows.append(("", cells_txt))
             t.tidy.append(row)
         t.block(b, rows)
@@ -231,8 +250,10 @@ def hygiene_note(sources: Sequence[tuple[str, str]]) -> str:
             per = ", ".join(f"{b}: {k}" for b, k in d["benchmarks"].items())
             removed = st["removed"].get("contaminated", 0)
             off = "" if d["removal"] == "on" else ", decontam.remove: false"
-            notes.append(f"{label}: {d['flagged']} of {st['rows']} trajectories share a {d['n']}-gram with a "
-                         f"benchmark task ({per}), {removed} removed{off}")  # fmt: skip
+            notes.append(
+                f"{label}: {d['flagged']} of {st['rows']} trajectories share a {d['n']}-gram with a "
+                f"benchmark task ({per}), {removed} removed{off}"
+            )
         if j:
             why = ", ".join(f"{k} {v}" for k, v in j["removed"].items()) or "none"
             notes.append(f"{label}: the LLM judge ({j['model']}, keep >= {j['keep']}) removed {why}")

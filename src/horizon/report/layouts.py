@@ -61,8 +61,14 @@ def main_table(cells, hours: dict[str, float], models, benches, eval_cfg) -> Tab
             c = cells.get((m, b))
             r1, succ = (rel_ge(c, 1), c.stat("success_attempts")) if c else ((math.nan,) * 2, (math.nan,) * 2)
             cells_txt += [fmt(*r1), fmt(*succ)]
-            row.update({f"{b}_rel_ge_1_mean": r1[0], f"{b}_rel_ge_1_sd": r1[1],
-                        f"{b}_success_attempts_mean": succ[0], f"{b}_success_attempts_sd": succ[1]})  # fmt: skip
+            row.update(
+                {
+                    f"{b}_rel_ge_1_mean": r1[0],
+                    f"{b}_rel_ge_1_sd": r1[1],
+                    f"{b}_success_attempts_mean": succ[0],
+                    f"{b}_success_attempts_sd": succ[1],
+                }
+            )
         rows.append((ModelName.parse(m).group, cells_txt))
         t.tidy.append(row)
     t.block("all benchmarks", rows)
@@ -86,10 +92,20 @@ def benchmarks_table(cells, models, benches, eval_cfg) -> Table:
                 continue
             succ, r1, sp = c.stat("success_attempts"), rel_ge(c, 1), c.stat("s_plus")
             rows.append(("", [b, str(len(c.tasks)), fmt(*succ), fmt(*r1), fmt(*sp, digits=2)]))
-            t.tidy.append({"model": m, "benchmark": b, "n_tasks": len(c.tasks),
-                           "success_attempts_mean": succ[0], "success_attempts_sd": succ[1],
-                           "rel_ge_1_mean": r1[0], "rel_ge_1_sd": r1[1],
-                           "s_plus_mean": sp[0], "s_plus_sd": sp[1], "partial": c.partial})  # fmt: skip
+            t.tidy.append(
+                {
+                    "model": m,
+                    "benchmark": b,
+                    "n_tasks": len(c.tasks),
+                    "success_attempts_mean": succ[0],
+                    "success_attempts_sd": succ[1],
+                    "rel_ge_1_mean": r1[0],
+                    "rel_ge_1_sd": r1[1],
+                    "s_plus_mean": sp[0],
+                    "s_plus_sd": sp[1],
+                    "partial": c.partial,
+                }
+            )
         if rows:
             t.block(_label(m), rows)
     return t
@@ -128,8 +144,15 @@ def episodes_table(rollouts, tasks: dict[str, list[str]], models, benches, eval_
                 e = eps.get((m, b, task), [])
                 vals.append(f"{np.mean(e):.1f}" if e else DASH)
                 if e:
-                    t.tidy.append({"benchmark": b, "task": task, "model": m, "attempts": len(e),
-                                   "mean_episodes": float(np.mean(e))})  # fmt: skip
+                    t.tidy.append(
+                        {
+                            "benchmark": b,
+                            "task": task,
+                            "model": m,
+                            "attempts": len(e),
+                            "mean_episodes": float(np.mean(e)),
+                        }
+                    )
             rows.append(("", [task, *vals]))
         means = []
         for m in models:
@@ -176,9 +199,31 @@ def cancellation_table(cells, a: str, b: str, benches, eval_cfg) -> Table:
             continue
         c = cancellation(cells[(a, bench)], cells[(b, bench)])
         net = c["gained"] - c["lost"]
-        rows.append(("", [bench, str(c["tasks"]), str(c["either_solved"]), str(c["better"]), str(c["worse"]),
-                          str(c["unchanged"]), f"+{c['gained']}/−{c['lost']}", f"{net:+d}"]))  # fmt: skip
-        t.tidy.append({"benchmark": bench, "a": a, "b": b, **c, "net": net,
-                       "repeats": eval_cfg["repeats"], "attempts": eval_cfg["attempts"]})  # fmt: skip
+        rows.append(
+            (
+                "",
+                [
+                    bench,
+                    str(c["tasks"]),
+                    str(c["either_solved"]),
+                    str(c["better"]),
+                    str(c["worse"]),
+                    str(c["unchanged"]),
+                    f"+{c['gained']}/−{c['lost']}",
+                    f"{net:+d}",
+                ],
+            )
+        )
+        t.tidy.append(
+            {
+                "benchmark": bench,
+                "a": a,
+                "b": b,
+                **c,
+                "net": net,
+                "repeats": eval_cfg["repeats"],
+                "attempts": eval_cfg["attempts"],
+            }
+        )
     t.block(f"{_label(b)} vs {_label(a)}", rows)
     return t

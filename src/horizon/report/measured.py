@@ -48,8 +48,11 @@ def _measured_lengths(cfg: Mapping, results: Path, rates: Rates, out: dict) -> L
 
 
 def _measured_training(results: Path, rates: Rates, out: dict) -> None:
-    timings = {d.name: json.loads((d / "timing.json").read_text())
-               for d in sorted((results / "models").glob("*")) if (d / "timing.json").exists()}  # fmt: skip
+    timings = {
+        d.name: json.loads((d / "timing.json").read_text())
+        for d in sorted((results / "models").glob("*"))
+        if (d / "timing.json").exists()
+    }
     out["timings"] = timings
     busy = sum(t["wall_seconds"] * t["world_size"] for t in timings.values())
     if busy:
@@ -71,8 +74,11 @@ def _measured_scoring(cfg: Mapping, results: Path, rates: Rates, out: dict, prof
             continue
         t = pq.read_table(path, columns=["n_tokens", "n_window_tokens"])
         n = t.column("n_tokens").to_numpy()
-        pool = Pool(len(n), float(np.count_nonzero(t.column("n_window_tokens").to_numpy())),
-                    float(np.minimum(n, h2).sum()))  # fmt: skip
+        pool = Pool(
+            len(n),
+            float(np.count_nonzero(t.column("n_window_tokens").to_numpy())),
+            float(np.minimum(n, h2).sum()),
+        )
         pools[h2] = pool
         seconds = _job_seconds(results / "logs" / "timing" / "score", f"score/H{h1}-{h2}/shard-*.tsv")
         if len(seconds) == cfg["score"]["shards"]:
@@ -92,8 +98,10 @@ def _measured_rollouts(cfg: Mapping, results: Path, rates: Rates, out: dict) -> 
         manifest = results / "benchmarks" / b / "tasks.json"
         if manifest.exists():
             out["tasks"][b] = len(json.loads(manifest.read_text())["tasks"])
-        files = [*results.glob(f"rollouts/*/{b}/r*/attempts.jsonl"),
-                 *results.glob(f"rollouts/*/{b}/r*/attempts.partial.jsonl")]  # fmt: skip
+        files = [
+            *results.glob(f"rollouts/*/{b}/r*/attempts.jsonl"),
+            *results.glob(f"rollouts/*/{b}/r*/attempts.partial.jsonl"),
+        ]
         seconds = [
             r["seconds"]
             for f in files

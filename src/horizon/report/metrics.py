@@ -144,15 +144,21 @@ class Cell:
         notes = []
         if self.unsupported:
             sandboxes = sorted({why.split(" sandbox:", 1)[0] for why in self.unsupported.values()})
-            notes.append(f"{len(self.unsupported)} tasks unsupported by the {', '.join(sandboxes)} sandbox, excluded "
-                         f"(named in the attempt records: {', '.join(sorted(self.unsupported)[:5])}"
-                         f"{', ...' if len(self.unsupported) > 5 else ''})")  # fmt: skip
+            notes.append(
+                f"{len(self.unsupported)} tasks unsupported by the {', '.join(sandboxes)} sandbox, excluded "
+                f"(named in the attempt records: {', '.join(sorted(self.unsupported)[:5])}"
+                f"{', ...' if len(self.unsupported) > 5 else ''})"
+            )
         if "network" in self.deviations:
-            notes.append(f"{len(self.deviations['network'])} tasks ran with another network than their owner "
-                         "gives them (eval.network)")  # fmt: skip
+            notes.append(
+                f"{len(self.deviations['network'])} tasks ran with another network than their owner "
+                "gives them (eval.network)"
+            )
         if "tests" in self.deviations:
-            notes.append(f"{len(self.deviations['tests'])} tasks graded in a fresh shell though they ask for "
-                         "the agent's (eval.same_shell_tests)")  # fmt: skip
+            notes.append(
+                f"{len(self.deviations['tests'])} tasks graded in a fresh shell though they ask for "
+                "the agent's (eval.same_shell_tests)"
+            )
         return "; ".join(notes)
 
 

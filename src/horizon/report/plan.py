@@ -56,8 +56,10 @@ class Row:
     def line(self) -> str:
         gpu = f"{self.gpu_hours:,.1f}" if self.gpus else "–"
         flag = " (done)" if self.measured else ""
-        return (f"{self.stage:<32} {self.amount:>9.3g} {self.unit:<8} {self.rate:<20} {self.gpus:>4} "
-                f"{gpu:>10} {duration(self.wall_hours):>11}{flag}")  # fmt: skip
+        return (
+            f"{self.stage:<32} {self.amount:>9.3g} {self.unit:<8} {self.rate:<20} {self.gpus:>4} "
+            f"{gpu:>10} {duration(self.wall_hours):>11}{flag}"
+        )
 
 
 def duration(hours: float) -> str:
@@ -80,12 +82,27 @@ def _train_row(
     if done:  # its own hours on its own world
         hours, procs = done["wall_hours"], done["world_size"]
         gpus = 0 if done.get("device") == "cpu" else procs
-        return Row(f"train {name}", done["tokens_seen"], "tokens", "measured", gpus, hours * gpus, hours,
-                   measured=True)  # fmt: skip
+        return Row(
+            f"train {name}",
+            done["tokens_seen"],
+            "tokens",
+            "measured",
+            gpus,
+            hours * gpus,
+            hours,
+            measured=True,
+        )
     per_device_s = tokens / rates.train
     procs = prof.train_world or cpu_processes
-    return Row(f"train {name}", tokens, "tokens", f"{rates.train:,.0f} tok/s/{'GPU' if prof.train_gpus else 'proc'}",
-               prof.train_world, _device_hours(per_device_s, prof.train_gpus), per_device_s / procs / 3600)  # fmt: skip
+    return Row(
+        f"train {name}",
+        tokens,
+        "tokens",
+        f"{rates.train:,.0f} tok/s/{'GPU' if prof.train_gpus else 'proc'}",
+        prof.train_world,
+        _device_hours(per_device_s, prof.train_gpus),
+        per_device_s / procs / 3600,
+    )
 
 
 def default_heldout(cfg: Mapping, lengths: Lengths) -> np.ndarray:
@@ -109,8 +126,10 @@ def pools(cfg: Mapping, lengths: Lengths, measured: Mapping | None = None) -> di
     measured = measured or {}
     heldout = measured.get("heldout")
     heldout = default_heldout(cfg, lengths) if heldout is None else heldout
-    return {h2: measured.get("pools", {}).get(h2) or pool_estimate(cfg, lengths, h2, heldout)
-            for h2 in cfg["refine"]["h2"]}  # fmt: skip
+    return {
+        h2: measured.get("pools", {}).get(h2) or pool_estimate(cfg, lengths, h2, heldout)
+        for h2 in cfg["refine"]["h2"]
+    }
 
 
 def plan(
@@ -123,8 +142,17 @@ def plan(
     heldout = measured.get("heldout")
     heldout = default_heldout(cfg, lengths) if heldout is None else heldout
     corpus = lengths.tokens(math.inf)
-    rows = [Row("tokenize", corpus, "tokens", f"{rates.tokenize:,.0f} tok/s/job", 0, 0.0,
-                corpus / rates.tokenize / cfg["tokenize"]["shards"] / 3600)]  # fmt: skip
+    rows = [
+        Row(
+            "tokenize",
+            corpus,
+            "tokens",
+            f"{rates.tokenize:,.0f} tok/s/job",
+            0,
+            0.0,
+            corpus / rates.tokenize / cfg["tokenize"]["shards"] / 3600,
+        )
+    ]
     timings = measured.get("timings", {})
     singles = [
         m for m in grid.models if m.kind == "single"
@@ -160,9 +188,15 @@ def _dmpo_rows(
     )
     job_hours /= ev["concurrency"] * d["rollout_shards"] * 3600
     gpus = prof.rollout_gpus
-    rollouts = Row(f"rollouts {model} preference", attempts, "attempts",
-                   f"{cfg['plan']['rollout_seconds_per_attempt']:,.0f} s/attempt", gpus,
-                   job_hours * d["rollout_shards"] * gpus, job_hours)  # fmt: skip
+    rollouts = Row(
+        f"rollouts {model} preference",
+        attempts,
+        "attempts",
+        f"{cfg['plan']['rollout_seconds_per_attempt']:,.0f} s/attempt",
+        gpus,
+        job_hours * d["rollout_shards"] * gpus,
+        job_hours,
+    )
     mean = lengths.tokens(math.inf) / lengths.count if lengths.count else 0.0
     tokens = d["epochs"] * tasks * d["pairs_per_task"] * 2 * mean
     return [rollouts, _train_row(str(model), tokens, rates, prof, cfg["train"]["cpu_processes"], done)]
@@ -171,8 +205,15 @@ def _dmpo_rows(
 def _score_row(cfg, grid: Grid, h2: int, pool: Pool, rates: Rates, prof: Profile) -> Row:
     gpu_s = pool.tokens / rates.score
     jobs, gpus = cfg["score"]["shards"], prof.score_gpus
-    return Row(f"score H{grid.h1}-{h2}", pool.tokens, "tokens", f"{rates.score:,.0f} tok/s/{'GPU' if gpus else 'job'}", gpus,
-               _device_hours(gpu_s, gpus), gpu_s / jobs / max(gpus, 1) / 3600)  # fmt: skip
+    return Row(
+        f"score H{grid.h1}-{h2}",
+        pool.tokens,
+        "tokens",
+        f"{rates.score:,.0f} tok/s/{'GPU' if gpus else 'job'}",
+        gpus,
+        _device_hours(gpu_s, gpus),
+        gpu_s / jobs / max(gpus, 1) / 3600,
+    )
 
 
 def _diagnostics_row(cfg, grid: Grid, lengths: Lengths, rates: Rates, prof: Profile) -> Row:
@@ -184,8 +225,15 @@ def _diagnostics_row(cfg, grid: Grid, lengths: Lengths, rates: Rates, prof: Prof
     sets = len(grid.horizons) + 3 * len(grid.h2s)  # every single-stage model; theta1 on top, bottom, pool
     tokens = sets * min(d["max_trajectories"], n_long) * min(d["max_tokens"], mean_long)
     gpu_s = tokens / rates.score
-    return Row("diagnostics", tokens, "tokens", f"{rates.score:,.0f} tok/s/{'GPU' if prof.score_gpus else 'job'}", prof.score_gpus,
-               _device_hours(gpu_s, prof.score_gpus), gpu_s / max(prof.score_gpus, 1) / 3600)  # fmt: skip
+    return Row(
+        "diagnostics",
+        tokens,
+        "tokens",
+        f"{rates.score:,.0f} tok/s/{'GPU' if prof.score_gpus else 'job'}",
+        prof.score_gpus,
+        _device_hours(gpu_s, prof.score_gpus),
+        gpu_s / max(prof.score_gpus, 1) / 3600,
+    )
 
 
 def benchmark_tasks(
@@ -203,8 +251,10 @@ def benchmark_tasks(
         return sum(1 for d in local.iterdir() if (d / "task.toml").exists() or (d / "task.yaml").exists())
     known = cfg["plan"]["benchmark_tasks"]
     if bench not in known:
-        raise KeyError(f"config key plan.benchmark_tasks.{bench}: how many tasks {bench} has is not known yet "
-                       "(set it, list eval.benchmarks.<name>.tasks, or run its benchmark rule first)")  # fmt: skip
+        raise KeyError(
+            f"config key plan.benchmark_tasks.{bench}: how many tasks {bench} has is not known yet "
+            "(set it, list eval.benchmarks.<name>.tasks, or run its benchmark rule first)"
+        )
     return known[bench]
 
 
@@ -217,9 +267,17 @@ def _rollout_rows(cfg, grid: Grid, rates: Rates, prof: Profile, manifests: Mappi
         job_hours = tasks * ev["attempts"] * rates.rollout_s[b] / ev["concurrency"] / 3600
         waves = math.ceil(jobs / prof.jobs) if prof.jobs else 1
         gpus = prof.rollout_gpus
-        rows.append(Row(f"rollouts {b}", jobs * tasks * ev["attempts"], "attempts",
-                        f"{rates.rollout_s[b]:,.0f} s/attempt", gpus, jobs * job_hours * gpus,
-                        job_hours * waves))  # fmt: skip
+        rows.append(
+            Row(
+                f"rollouts {b}",
+                jobs * tasks * ev["attempts"],
+                "attempts",
+                f"{rates.rollout_s[b]:,.0f} s/attempt",
+                gpus,
+                jobs * job_hours * gpus,
+                job_hours * waves,
+            )
+        )
     return rows
 
 
@@ -229,25 +287,44 @@ def critical_path_hours(rows: list[Row], cfg: Mapping) -> float:
     wall = {r.stage: r.wall_hours for r in rows}
     grid = Grid.from_config(cfg)
     single = max(wall[f"train {ModelName.single(k)}"] for k in grid.horizons)
-    refine = [wall[f"score H{grid.h1}-{h2}"] + max(wall[f"train {s.model}"] for s in grid.subsets if s.h2 == h2)
-              for h2 in grid.h2s if any(s.h2 == h2 for s in grid.subsets)]  # fmt: skip
+    refine = [
+        wall[f"score H{grid.h1}-{h2}"] + max(wall[f"train {s.model}"] for s in grid.subsets if s.h2 == h2)
+        for h2 in grid.h2s
+        if any(s.h2 == h2 for s in grid.subsets)
+    ]
     two_stage = wall[f"train {grid.theta1}"] + max(refine, default=0.0)
     rollouts = max((r.wall_hours for r in rows if r.stage.startswith("rollouts")), default=0.0)
     return wall["tokenize"] + max(single, two_stage) + rollouts
 
 
-def render(rows: list[Row], cfg: Mapping, prof: Profile, lengths: Lengths, rates: Rates, title: str,
-           measured: Mapping | None = None) -> str:  # fmt: skip
+def render(
+    rows: list[Row],
+    cfg: Mapping,
+    prof: Profile,
+    lengths: Lengths,
+    rates: Rates,
+    title: str,
+    measured: Mapping | None = None,
+) -> str:
     world = f"{prof.train_gpus} GPUs x {prof.train_nodes} node(s)" if prof.train_gpus else "CPU (no GPUs)"
-    lines = [f"horizon plan: {title}; profile {prof.name} (training {world}; scoring {prof.score_gpus}, "
-             f"rollouts {prof.rollout_gpus} GPU(s) per job)", "assumptions:",
-             f"  lengths     {lengths.count:,} trajectories, {lengths.source}",
-             *[f"  pool H{cfg['refine']['h1']}-{h2}  {p.count:,.0f} trajectories ({cfg['score']['pool']}), "
-               f"{p.scored:,.0f} scored" for h2, p in pools(cfg, lengths, measured).items()],
-             *[f"  {k:<11} {v}" for k, v in rates.sources.items()],
-             "", HEADER, *[r.line() for r in rows], "",
-             f"wall time on the critical path (every job of a stage at once): {duration(critical_path_hours(rows, cfg))}",
-             f"total: {sum(r.gpu_hours for r in rows):,.1f} GPU-hours"]  # fmt: skip
+    lines = [
+        f"horizon plan: {title}; profile {prof.name} (training {world}; scoring {prof.score_gpus}, "
+        f"rollouts {prof.rollout_gpus} GPU(s) per job)",
+        "assumptions:",
+        f"  lengths     {lengths.count:,} trajectories, {lengths.source}",
+        *[
+            f"  pool H{cfg['refine']['h1']}-{h2}  {p.count:,.0f} trajectories ({cfg['score']['pool']}), "
+            f"{p.scored:,.0f} scored"
+            for h2, p in pools(cfg, lengths, measured).items()
+        ],
+        *[f"  {k:<11} {v}" for k, v in rates.sources.items()],
+        "",
+        HEADER,
+        *[r.line() for r in rows],
+        "",
+        f"wall time on the critical path (every job of a stage at once): {duration(critical_path_hours(rows, cfg))}",
+        f"total: {sum(r.gpu_hours for r in rows):,.1f} GPU-hours",
+    ]
     return "\n".join(lines)
 
 

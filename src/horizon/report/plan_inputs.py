@@ -76,8 +76,9 @@ def assumed_lengths(plan_cfg: Mapping) -> Lengths:
         raise ValueError(
             "config key plan.length_survival: lengths must increase, fractions must not, and the last must be 0"
         )
-    return Lengths(plan_cfg["trajectories"], survival=pts,
-                   source="assumed (plan.trajectories, plan.length_survival)")  # fmt: skip
+    return Lengths(
+        plan_cfg["trajectories"], survival=pts, source="assumed (plan.trajectories, plan.length_survival)"
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -102,11 +103,13 @@ def assumed_rates(plan_cfg: Mapping, benches) -> Rates:
         plan_cfg["train_tokens_per_gpu_s"],
         plan_cfg["score_tokens_per_gpu_s"],
         {b: plan_cfg["rollout_seconds_per_attempt"] for b in benches},
-        {"tokenize": src("tokenize_tokens_per_s", "tokens/s per job"),
-         "train": src("train_tokens_per_gpu_s", "tokens/s per GPU"),
-         "score": src("score_tokens_per_gpu_s", "tokens/s per GPU"),
-         "rollout": src("rollout_seconds_per_attempt", "s per attempt")},
-    )  # fmt: skip
+        {
+            "tokenize": src("tokenize_tokens_per_s", "tokens/s per job"),
+            "train": src("train_tokens_per_gpu_s", "tokens/s per GPU"),
+            "score": src("score_tokens_per_gpu_s", "tokens/s per GPU"),
+            "rollout": src("rollout_seconds_per_attempt", "s per attempt"),
+        },
+    )
 
 
 @dataclass

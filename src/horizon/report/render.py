@@ -25,11 +25,29 @@ def fmt(mean: float, sd: float, digits: int = 1) -> str:
 
 # LaTeX's special characters and the non-ASCII symbols our tables use, each in its safe form
 TEX = {
-    "\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "_": r"\_", "#": r"\#", "$": r"\$", "{": r"\{",
-    "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}", "±": r"$\pm$", "≥": r"$\geq$",
-    "≤": r"$\leq$", "×": r"$\times$", "–": "--", "—": "---", "…": r"\ldots{}", "→": r"$\rightarrow$",
-    "ρ": r"$\rho$", "θ": r"$\theta$", "Δ": r"$\Delta$", "−": "-",
-}  # fmt: skip
+    "\\": r"\textbackslash{}",
+    "&": r"\&",
+    "%": r"\%",
+    "_": r"\_",
+    "#": r"\#",
+    "$": r"\$",
+    "{": r"\{",
+    "}": r"\}",
+    "~": r"\textasciitilde{}",
+    "^": r"\textasciicircum{}",
+    "±": r"$\pm$",
+    "≥": r"$\geq$",
+    "≤": r"$\leq$",
+    "×": r"$\times$",
+    "–": "--",
+    "—": "---",
+    "…": r"\ldots{}",
+    "→": r"$\rightarrow$",
+    "ρ": r"$\rho$",
+    "θ": r"$\theta$",
+    "Δ": r"$\Delta$",
+    "−": "-",
+}
 S_PLUS = "s̄+"
 
 

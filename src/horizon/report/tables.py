@@ -248,8 +248,17 @@ def _budget_rows(cells, summary: list[dict], bench: str, t: Table) -> list:
             if c:
                 mean, sd = c.stat("success_attempts")
                 n = int(keyed[(h2, sel, pct)]["n"]) if (h2, sel, pct) in keyed else None
-                t.tidy.append({"benchmark": bench, "H2": h2, "pct": pct, "selection": sel, "n": n,
-                               "success_attempts_mean": mean, "success_attempts_sd": sd})  # fmt: skip
+                t.tidy.append(
+                    {
+                        "benchmark": bench,
+                        "H2": h2,
+                        "pct": pct,
+                        "selection": sel,
+                        "n": n,
+                        "success_attempts_mean": mean,
+                        "success_attempts_sd": sd,
+                    }
+                )
         n = next((keyed[(h2, s, pct)]["n"] for s in sels if (h2, s, pct) in keyed), DASH)
         rows.append((f"H2={h2}", [str(h2), f"{pct}%", str(n), *vals]))
     for (h2, sel, pct), r in sorted(keyed.items(), key=lambda x: (x[0][0], x[0][1], float(x[0][2]))):
@@ -288,8 +297,16 @@ def budget(cells, subsets_summary: str, benches, eval_cfg) -> Table:
     return t
 
 
-COST_COLUMNS = ["model", "stage hours", "total hours", "tokens seen", "supervised tokens", "tokens/s",
-                "GPUs/processes", "saving vs single-stage"]  # fmt: skip
+COST_COLUMNS = [
+    "model",
+    "stage hours",
+    "total hours",
+    "tokens seen",
+    "supervised tokens",
+    "tokens/s",
+    "GPUs/processes",
+    "saving vs single-stage",
+]
 
 
 def _cost_total(name: ModelName, timings: dict, theta1: str) -> tuple[float, float]:
@@ -323,15 +340,34 @@ def cost(model_dirs: Sequence[str], h1: int) -> Table:
     for m in order_models(list(timings)):
         tm, name = timings[m], ModelName.parse(m)
         total, saving = _cost_total(name, timings, theta1)
-        rows.append((name.group, [
-            name.label, f"{tm['wall_hours']:.3f}", f"{total:.3f}", f"{tm['tokens_seen']:,}",
-            f"{tm['supervised_tokens']:,}", f"{tm['tokens_per_s']:,.0f}", str(tm["world_size"]),
-            DASH if math.isnan(saving) else f"{100 * saving:.0f}%",
-        ]))  # fmt: skip
-        t.tidy.append({"model": m, "stage_hours": tm["wall_hours"], "total_hours": total,
-                       "tokens_seen": tm["tokens_seen"], "supervised_tokens": tm["supervised_tokens"],
-                       "tokens_per_s": tm["tokens_per_s"], "world_size": tm["world_size"],
-                       "device": tm["device"], "saving_vs_single": saving})  # fmt: skip
+        rows.append(
+            (
+                name.group,
+                [
+                    name.label,
+                    f"{tm['wall_hours']:.3f}",
+                    f"{total:.3f}",
+                    f"{tm['tokens_seen']:,}",
+                    f"{tm['supervised_tokens']:,}",
+                    f"{tm['tokens_per_s']:,.0f}",
+                    str(tm["world_size"]),
+                    DASH if math.isnan(saving) else f"{100 * saving:.0f}%",
+                ],
+            )
+        )
+        t.tidy.append(
+            {
+                "model": m,
+                "stage_hours": tm["wall_hours"],
+                "total_hours": total,
+                "tokens_seen": tm["tokens_seen"],
+                "supervised_tokens": tm["supervised_tokens"],
+                "tokens_per_s": tm["tokens_per_s"],
+                "world_size": tm["world_size"],
+                "device": tm["device"],
+                "saving_vs_single": saving,
+            }
+        )
     if any(ModelName.parse(m).kind == "dmpo" for m in timings):
         t.caption += (
             " DMPO total = its policy's total + its preference rollouts and reference log-probs"

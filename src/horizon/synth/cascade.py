@@ -32,18 +32,24 @@ STAGES = {
     "tests": (("tests/test.sh",), ("tests",)),
 }
 # the order a seed goes through (a rejection names one of these; `kept` is the end)
-FUNNEL = ("instruction", "environment", "files", "build", "solution", "tests", "review", "round_trip",
-          "attack", "kept")  # fmt: skip
+FUNNEL = tuple("instruction environment files build solution tests review round_trip attack kept".split())
 
 
 # keys of config `synth:` that SynthSettings does not carry, and where they go
 SYNTH_KEYS_ELSEWHERE = {
     "enabled": "the grid (the synth rule exists or not)",
-    "seeds": "load_seeds", "min_score": "load_seeds", "domains": "load_seeds",
-    "endpoint": "the author's backend", "review_endpoint": "the reviewer's backend",
-    "api_key_env": "the backends", "temperature": "the backends", "max_retries": "the backends",
-    "timeout_s": "the backends", "concurrency": "synthesize", "prompts": "a rule input: the templates",
-}  # fmt: skip
+    "seeds": "load_seeds",
+    "min_score": "load_seeds",
+    "domains": "load_seeds",
+    "endpoint": "the author's backend",
+    "review_endpoint": "the reviewer's backend",
+    "api_key_env": "the backends",
+    "temperature": "the backends",
+    "max_retries": "the backends",
+    "timeout_s": "the backends",
+    "concurrency": "synthesize",
+    "prompts": "a rule input: the templates",
+}
 
 
 @dataclass
@@ -68,15 +74,21 @@ class SynthSettings:
         return record_from(cls, synth_cfg, "synth", **built)
 
     def tag(self, prompts_digest: str) -> dict:
-        return {"model": self.model, "review_model": self.review_model, "prompts": prompts_digest,
-                "review_rounds": self.review_rounds}  # fmt: skip
+        return {
+            "model": self.model,
+            "review_model": self.review_model,
+            "prompts": prompts_digest,
+            "review_rounds": self.review_rounds,
+        }
 
 
 def prompts(directory: str | Path) -> jinja2.Environment:
     return jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(directory)), undefined=jinja2.StrictUndefined,
-        keep_trailing_newline=True, autoescape=False,
-    )  # fmt: skip
+        loader=jinja2.FileSystemLoader(str(directory)),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        autoescape=False,
+    )
 
 
 def task_toml(seed: Seed, settings: SynthSettings) -> str:
@@ -85,15 +97,30 @@ def task_toml(seed: Seed, settings: SynthSettings) -> str:
     tags = ", ".join(
         f'"{t}"' for t in ("synthesized", seed.kind, *seed.tags) if t.isprintable() and '"' not in t
     )
-    return "\n".join([
-        'version = "1.0"', "", "[metadata]", 'author_name = "horizon synth"', f'source = "{seed.kind}:{seed.id}"',
-        f'category = "{seed.domain or "qa"}"', f"tags = [{tags}]", "",
-        "[verifier]", f"timeout_sec = {float(r['verifier_timeout_sec'])}", "",
-        "[agent]", f"timeout_sec = {float(r['agent_timeout_sec'])}", "",
-        "[environment]", f"build_timeout_sec = {float(r['build_timeout_sec'])}",
-        f"cpus = {int(r['cpus'])}", f"memory_mb = {int(r['memory_mb'])}",
-        "allow_internet = false", "",
-    ])  # fmt: skip
+    return "\n".join(
+        [
+            'version = "1.0"',
+            "",
+            "[metadata]",
+            'author_name = "horizon synth"',
+            f'source = "{seed.kind}:{seed.id}"',
+            f'category = "{seed.domain or "qa"}"',
+            f"tags = [{tags}]",
+            "",
+            "[verifier]",
+            f"timeout_sec = {float(r['verifier_timeout_sec'])}",
+            "",
+            "[agent]",
+            f"timeout_sec = {float(r['agent_timeout_sec'])}",
+            "",
+            "[environment]",
+            f"build_timeout_sec = {float(r['build_timeout_sec'])}",
+            f"cpus = {int(r['cpus'])}",
+            f"memory_mb = {int(r['memory_mb'])}",
+            "allow_internet = false",
+            "",
+        ]
+    )
 
 
 @dataclass
@@ -107,8 +134,16 @@ class Usage:
 class Cascade:
     """The cascade for one seed (one instance per seed: it holds that seed's files, logs and usage)."""
 
-    def __init__(self, author: Backend, reviewer: Backend, env: jinja2.Environment, settings: SynthSettings,
-                 verifier: Verifier, seed: Seed, work: Path):  # fmt: skip
+    def __init__(
+        self,
+        author: Backend,
+        reviewer: Backend,
+        env: jinja2.Environment,
+        settings: SynthSettings,
+        verifier: Verifier,
+        seed: Seed,
+        work: Path,
+    ):
         self.author, self.reviewer, self.env, self.s = author, reviewer, env, settings
         self.verifier, self.seed, self.work = verifier, seed, work
         self.files: dict[str, str] = {}
@@ -138,8 +173,10 @@ class Cascade:
     def stage(self, name: str, **extra) -> dict[str, str]:
         """The stage's files, asked up to `attempts` times; Rejected(stage) with the last answer when none is."""
         required, allowed = STAGES[name]
-        messages = [{"role": "system", "content": self.env.get_template("system.j2").render(stage=name)},
-                    {"role": "user", "content": self.render(name, **extra)}]  # fmt: skip
+        messages = [
+            {"role": "system", "content": self.env.get_template("system.j2").render(stage=name)},
+            {"role": "user", "content": self.render(name, **extra)},
+        ]
         errors = []
         for _ in range(self.s.attempts):
             answer = self.ask(self.author, messages)

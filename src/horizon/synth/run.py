@@ -40,8 +40,16 @@ def prompts_digest(directory: str | Path) -> str:
     return h.hexdigest()[:12]
 
 
-def one_seed(seed: Seed, author: Backend, reviewer: Backend, env, settings: SynthSettings,
-             verifier_kind: str, options: dict, out: Path) -> dict:  # fmt: skip
+def one_seed(
+    seed: Seed,
+    author: Backend,
+    reviewer: Backend,
+    env,
+    settings: SynthSettings,
+    verifier_kind: str,
+    options: dict,
+    out: Path,
+) -> dict:
     """The journal record of one seed (accepted: its task is in tasks/<id>/). BackendError propagates."""
     t0 = time.perf_counter()
     verifier = Verifier(verifier_kind, options)
@@ -55,8 +63,12 @@ def one_seed(seed: Seed, author: Backend, reviewer: Backend, env, settings: Synt
         c.work.rename(dest)
     except Rejected as e:
         rec.update(status="rejected", stage=e.stage, reason=e.reason, log=e.log)
-    rec.update(review=c.review, usage=asdict(c.usage), sandbox_seconds=verifier.timings,
-               seconds=round(time.perf_counter() - t0, 3))  # fmt: skip
+    rec.update(
+        review=c.review,
+        usage=asdict(c.usage),
+        sandbox_seconds=verifier.timings,
+        seconds=round(time.perf_counter() - t0, 3),
+    )
     rec["usage"]["llm_seconds"] = round(rec["usage"]["llm_seconds"], 3)
     return rec
 
@@ -69,30 +81,54 @@ def funnel(records: list[dict], seeds: SeedSet) -> dict:
     for r in records:
         if r["status"] == "rejected":
             rejected[r["stage"]] = rejected.get(r["stage"], 0) + 1
-    stage_s = {k: round(sum(r["sandbox_seconds"].get(k, 0.0) for r in records), 3)
-               for k in ("build", "solution", "tests", "attack")}  # fmt: skip
-    return {**seeds.counts(), "processed": len(records), "passed": passed, "rejected": rejected,
-            "kept": sum(1 for r in records if r["status"] == "accepted"), "llm_calls": sum(r["usage"]["calls"] for r in records),
-            "prompt_tokens": sum(r["usage"]["prompt_tokens"] for r in records),
-            "completion_tokens": sum(r["usage"]["completion_tokens"] for r in records),
-            "llm_seconds": round(sum(r["usage"]["llm_seconds"] for r in records), 3),
-            "sandbox_seconds": stage_s, "seconds": round(sum(r["seconds"] for r in records), 3)}  # fmt: skip
+    stage_s = {
+        k: round(sum(r["sandbox_seconds"].get(k, 0.0) for r in records), 3)
+        for k in ("build", "solution", "tests", "attack")
+    }
+    return {
+        **seeds.counts(),
+        "processed": len(records),
+        "passed": passed,
+        "rejected": rejected,
+        "kept": sum(1 for r in records if r["status"] == "accepted"),
+        "llm_calls": sum(r["usage"]["calls"] for r in records),
+        "prompt_tokens": sum(r["usage"]["prompt_tokens"] for r in records),
+        "completion_tokens": sum(r["usage"]["completion_tokens"] for r in records),
+        "llm_seconds": round(sum(r["usage"]["llm_seconds"] for r in records), 3),
+        "sandbox_seconds": stage_s,
+        "seconds": round(sum(r["seconds"] for r in records), 3),
+    }
 
 
-def synthesize(seeds: SeedSet, author: Backend, reviewer: Backend, settings: SynthSettings, prompts_dir,
-               out_dir, verifier_kind: str = "local", options: dict | None = None,
-               concurrency: int = 2) -> dict:  # fmt: skip
+def synthesize(
+    seeds: SeedSet,
+    author: Backend,
+    reviewer: Backend,
+    settings: SynthSettings,
+    prompts_dir,
+    out_dir,
+    verifier_kind: str = "local",
+    options: dict | None = None,
+    concurrency: int = 2,
+) -> dict:
     out = Path(out_dir)
     env, tag = prompts(prompts_dir), settings.tag(prompts_digest(prompts_dir))
     journal = Journal(out / "synth.partial.jsonl")
     done = {r["seed"]: r for r in journal.read() if r.get("tag") == tag}
     todo = [s for s in seeds.seeds if s.id not in done]
-    log.info("synth: %d seeds (%d done before), %d quarantined, %d below min_score",
-             len(seeds.seeds), len(seeds.seeds) - len(todo), len(seeds.quarantine), len(seeds.below_min_score))  # fmt: skip
+    log.info(
+        "synth: %d seeds (%d done before), %d quarantined, %d below min_score",
+        len(seeds.seeds),
+        len(seeds.seeds) - len(todo),
+        len(seeds.quarantine),
+        len(seeds.below_min_score),
+    )
     failure = None
     with journal, ThreadPoolExecutor(concurrency) as pool:
-        futures = {pool.submit(one_seed, s, author, reviewer, env, settings, verifier_kind, options or {}, out): s
-                   for s in todo}  # fmt: skip
+        futures = {
+            pool.submit(one_seed, s, author, reviewer, env, settings, verifier_kind, options or {}, out): s
+            for s in todo
+        }
         for f in as_completed(futures):
             if f.cancelled():
                 continue
@@ -108,8 +144,10 @@ def synthesize(seeds: SeedSet, author: Backend, reviewer: Backend, settings: Syn
                 "synth %s: %s%s", rec["seed"], rec["stage"], f" ({rec['reason']})" if rec["reason"] else ""
             )
     if failure:
-        raise SynthError(f"the endpoint failed ({failure}); {len(done)} of {len(seeds.seeds)} seeds are finished "
-                         f"and kept in {journal.path}: rerun to resume")  # fmt: skip
+        raise SynthError(
+            f"the endpoint failed ({failure}); {len(done)} of {len(seeds.seeds)} seeds are finished "
+            f"and kept in {journal.path}: rerun to resume"
+        )
     return write_outputs([done[s.id] for s in seeds.seeds], seeds, out)
 
 
@@ -126,8 +164,10 @@ def write_outputs(records: list[dict], seeds: SeedSet, out: Path) -> dict:
     write_json(out / "funnel.json", stats)
     kept = [r["seed"] for r in records if r["status"] == "accepted"]
     if not kept:
-        raise SynthError(f"synth: no task kept of {len(records)} seeds (rejected by stage: {stats['rejected']}; "
-                         f"see {out / 'rejections.jsonl'})")  # fmt: skip
+        raise SynthError(
+            f"synth: no task kept of {len(records)} seeds (rejected by stage: {stats['rejected']}; "
+            f"see {out / 'rejections.jsonl'})"
+        )
     write_manifest(out / "tasks", "harbor", out / "tasks.json", only=kept, name="synth")
     log.info("synth: kept %d of %d seeds; rejected by stage %s", len(kept), len(records), stats["rejected"])
     return stats

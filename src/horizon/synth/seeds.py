@@ -39,8 +39,11 @@ class SeedSet:
     below_min_score: list[str]  # ids
 
     def counts(self) -> dict:
-        return {"seeds": len(self.seeds), "quarantined": len(self.quarantine),
-                "below_min_score": len(self.below_min_score)}  # fmt: skip
+        return {
+            "seeds": len(self.seeds),
+            "quarantined": len(self.quarantine),
+            "below_min_score": len(self.below_min_score),
+        }
 
 
 def task_id(raw: str) -> str:
@@ -59,8 +62,15 @@ def _qa(obj: dict, prefix: str) -> Seed:
     tags = obj.get("tags") or ()
     if not isinstance(tags, (list, tuple)) or not all(isinstance(t, str) for t in tags):
         raise ValueError("tags is not a list of strings")
-    return Seed(task_id(f"{prefix}{obj['id']}"), "qa", str(obj["question"]), str(obj["accepted_answer"]),
-                int(score), str(obj.get("title") or ""), tags=tuple(tags))  # fmt: skip
+    return Seed(
+        task_id(f"{prefix}{obj['id']}"),
+        "qa",
+        str(obj["question"]),
+        str(obj["accepted_answer"]),
+        int(score),
+        str(obj.get("title") or ""),
+        tags=tuple(tags),
+    )
 
 
 def read_qa(path: str | Path, min_score: int, prefix: str = "so-") -> SeedSet:

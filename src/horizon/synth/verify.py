@@ -69,8 +69,11 @@ class Verifier:
         t0 = time.perf_counter()
         try:
             sb.put(Path(task.path) / "solution", "/tmp/solution")
-            r = sb.exec(["bash", "/tmp/solution/solve.sh"], timeout=task.agent_timeout or 600,
-                        env=task.solution_env or None)  # fmt: skip
+            r = sb.exec(
+                ["bash", "/tmp/solution/solve.sh"],
+                timeout=task.agent_timeout or 600,
+                env=task.solution_env or None,
+            )
         except SandboxError as e:
             raise Rejected("solution", f"the reference solution broke its sandbox: {e}") from None
         finally:
@@ -110,8 +113,11 @@ class Verifier:
             sb.stop()
         if not g.success:
             detail = g.evidence or ", ".join(f"{k} {v}" for k, v in g.detail.items())
-            raise Rejected("round_trip", f"the reference solution fails the tests (reward {g.reward}; {detail})",
-                           cut(g.output))  # fmt: skip
+            raise Rejected(
+                "round_trip",
+                f"the reference solution fails the tests (reward {g.reward}; {detail})",
+                cut(g.output),
+            )
 
     def attack(self, task: Task, mode: str) -> None:
         """A lazy attempt (`nothing` or `empty`) in a fresh sandbox: the tests must fail it."""

@@ -14,8 +14,12 @@ from horizon.synth.seeds import load_seeds
 def backends(cfg: dict) -> tuple[ChatBackend, ChatBackend]:
     """(author, reviewer): the reviewer is another model, at the author's endpoint unless it has its own."""
     key = os.environ.get(cfg["api_key_env"])
-    common = {"temperature": cfg["temperature"], "api_key": key, "retries": cfg["max_retries"],
-              "timeout": cfg["timeout_s"]}  # fmt: skip
+    common = {
+        "temperature": cfg["temperature"],
+        "api_key": key,
+        "retries": cfg["max_retries"],
+        "timeout": cfg["timeout_s"],
+    }
     author = ChatBackend(cfg["endpoint"], cfg["model"], **common)
     reviewer = ChatBackend(
         cfg["review_endpoint"] or cfg["endpoint"], cfg["review_model"] or cfg["model"], **common
@@ -30,5 +34,14 @@ def run_synth(cfg: dict, prompts_dir: str | Path, out_dir: str | Path, sandbox: 
     settings = SynthSettings.from_config(cfg)
     author, reviewer = backends(cfg)
     with toolchain.temporary() as tools:
-        return synthesize(seeds, author, reviewer, settings, prompts_dir, out_dir, sandbox,
-                          {"toolchain": tools, **options}, cfg["concurrency"])  # fmt: skip
+        return synthesize(
+            seeds,
+            author,
+            reviewer,
+            settings,
+            prompts_dir,
+            out_dir,
+            sandbox,
+            {"toolchain": tools, **options},
+            cfg["concurrency"],
+        )

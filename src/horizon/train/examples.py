@@ -135,9 +135,14 @@ def build_examples(spec: TrainSpec) -> dict:
     write_json(meta_path, meta)
     log.info(
         "%s: %d examples at K=%d (%d skipped: no assistant token inside K; %d excluded), %d tokens, %d supervised",
-        spec.name, meta["examples"], spec.horizon, meta["skipped_no_supervised"], meta["excluded"],
-        meta["tokens"], meta["supervised_tokens"],
-    )  # fmt: skip
+        spec.name,
+        meta["examples"],
+        spec.horizon,
+        meta["skipped_no_supervised"],
+        meta["excluded"],
+        meta["tokens"],
+        meta["supervised_tokens"],
+    )
     return meta
 
 

@@ -56,11 +56,17 @@ def launch_command(
     if nodes > 1:
         port = 29500 + int(env["SLURM_JOB_ID"]) % 2000
         return [
-            "srun", f"--nodes={nodes}", "--ntasks-per-node=1", "--kill-on-bad-exit=1",
-            *torchrun, f"--nnodes={nodes}", "--rdzv-backend=c10d",
-            f"--rdzv-endpoint={first_node(env)}:{port}", f"--rdzv-id={env['SLURM_JOB_ID']}",
+            "srun",
+            f"--nodes={nodes}",
+            "--ntasks-per-node=1",
+            "--kill-on-bad-exit=1",
+            *torchrun,
+            f"--nnodes={nodes}",
+            "--rdzv-backend=c10d",
+            f"--rdzv-endpoint={first_node(env)}:{port}",
+            f"--rdzv-id={env['SLURM_JOB_ID']}",
             *worker,
-        ]  # fmt: skip
+        ]
     return [*torchrun, "--standalone", "--nnodes=1", *worker]
 
 
@@ -121,9 +127,13 @@ def run_workers(
     cmd = launch_command(str(spec_path), env, gpus, spec.train["cpu_processes"], module)
     log.info(
         "%s: global batch %d = %d processes x %d per device x %d accumulation; %s",
-        spec.name, spec.train["global_batch"], world_size(env, gpus, spec.train["cpu_processes"]),
-        spec.train["per_device_batch"], accumulation, shlex.join(cmd),
-    )  # fmt: skip
+        spec.name,
+        spec.train["global_batch"],
+        world_size(env, gpus, spec.train["cpu_processes"]),
+        spec.train["per_device_batch"],
+        accumulation,
+        shlex.join(cmd),
+    )
     proc = subprocess.run(cmd, env=env)
     if proc.returncode != 0:
         raise RuntimeError(f"training {spec.name} failed (exit {proc.returncode}); its log says why")

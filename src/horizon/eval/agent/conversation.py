@@ -123,9 +123,11 @@ class Chat:
         if room <= 0:
             raise Overflow()
         comp = self.backend.complete(
-            view, seed=self.seed_of(self.usage.calls), max_tokens=min(self.cfg.max_tokens, room),
+            view,
+            seed=self.seed_of(self.usage.calls),
+            max_tokens=min(self.cfg.max_tokens, room),
             timeout=max(1.0, self.deadline - time.monotonic()),
-        )  # fmt: skip
+        )
         u = self.usage
         count_cache(u, comp, u.calls)
         u.calls += 1

@@ -174,8 +174,12 @@ def extract(
         k: "corpus" if k in turns else base.get("source", "horizon") for k in KINDS if k in data
     }
     template = Template.from_dict(data, origin="the extracted template")
-    log.info("turn kinds the corpus shows: %s; from %s: %s", ", ".join(found), base.get("source", "horizon"),
-             ", ".join(k for k, v in template.sources.items() if v != "corpus"))  # fmt: skip
+    log.info(
+        "turn kinds the corpus shows: %s; from %s: %s",
+        ", ".join(found),
+        base.get("source", "horizon"),
+        ", ".join(k for k, v in template.sources.items() if v != "corpus"),
+    )
     return template
 
 

@@ -194,8 +194,9 @@ class _Loop:
         self.errors_in_row = 0
         output = self.act(episode, answer.commands)
         self.res.error_signatures += scan_signatures(output, self.patterns, episode)
-        self.res.events.append({"episode": episode, "commands": len(answer.commands),
-                                "task_complete": answer.task_complete})  # fmt: skip
+        self.res.events.append(
+            {"episode": episode, "commands": len(answer.commands), "task_complete": answer.task_complete}
+        )
         if answer.task_complete:
             if self.res.first_complete_episode is None:
                 self.res.first_complete_episode = episode
@@ -247,8 +248,16 @@ class _Loop:
         return self.res
 
 
-def run_loop(terminal, backend: Backend, template: Template, instruction: str, deadline: float,
-             cfg: AgentConfig, seed: int, signatures=()) -> AgentResult:  # fmt: skip
+def run_loop(
+    terminal,
+    backend: Backend,
+    template: Template,
+    instruction: str,
+    deadline: float,
+    cfg: AgentConfig,
+    seed: int,
+    signatures=(),
+) -> AgentResult:
     """The loop on a terminal (anything with start/run/incremental/screen/alive; started here)."""
     start = time.monotonic()
     loop = _Loop(terminal, backend, template, cfg, seed, deadline, [re.compile(s) for s in signatures])
@@ -272,6 +281,10 @@ def run_agent(
 ) -> AgentResult:
     # no timeout at all (a Harbor task without agent.timeout_sec): a deadline no attempt reaches
     deadline = time.monotonic() + (cfg.agent_timeout or timeout or NO_DEADLINE)
-    terminal = Terminal(sandbox, template.turns["terminal_screen"], template.turns["terminal_new"],
-                        style=template.loop.variant)  # fmt: skip
+    terminal = Terminal(
+        sandbox,
+        template.turns["terminal_screen"],
+        template.turns["terminal_new"],
+        style=template.loop.variant,
+    )
     return run_loop(terminal, backend, template, instruction, deadline, cfg, seed, signatures)

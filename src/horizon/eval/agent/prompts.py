@@ -169,8 +169,14 @@ class Template:
         return cls.from_dict(data, origin=f"prompt template {path}")
 
     def to_dict(self) -> dict:
-        return {"format": FORMAT, "source": self.source, **self.turns, "loop": asdict(self.loop),
-                "parser_module": self.parser_module, "sources": self.sources}  # fmt: skip
+        return {
+            "format": FORMAT,
+            "source": self.source,
+            **self.turns,
+            "loop": asdict(self.loop),
+            "parser_module": self.parser_module,
+            "sources": self.sources,
+        }
 
     def save(self, path: str | Path) -> None:
         from horizon.io import atomic_path

@@ -99,10 +99,25 @@ class Terminal:
     def start(self) -> str:
         """Start the session; the terminal state of the first prompt (the visible screen)."""
         r = self.sb.exec(
-            ["tmux", "new-session", "-d", "-s", SESSION, "-x", str(self.width), "-y", str(self.height),
-             "-c", self.workdir, "bash", "--login"], timeout=30, cwd=self.workdir,
+            [
+                "tmux",
+                "new-session",
+                "-d",
+                "-s",
+                SESSION,
+                "-x",
+                str(self.width),
+                "-y",
+                str(self.height),
+                "-c",
+                self.workdir,
+                "bash",
+                "--login",
+            ],
+            timeout=30,
+            cwd=self.workdir,
             env={"TERM": "xterm-256color", "SHELL": "/bin/bash"},
-        )  # fmt: skip
+        )
         if r.rc != 0:
             raise SandboxError(f"tmux did not start: {(r.stderr or r.stdout).strip()[-300:]}")
         self._wait_for_prompt()
@@ -159,8 +174,17 @@ class Terminal:
         try:
             for at in range(0, len(data), PASTE_CHUNK):
                 redirect = ">>" if at else ">"
-                r = self.sb.exec(["sh", "-c", f'printf %s "$1" | base64 -d {redirect} "$0"', path,
-                                  data[at : at + PASTE_CHUNK]], timeout=60, cwd=self.workdir)  # fmt: skip
+                r = self.sb.exec(
+                    [
+                        "sh",
+                        "-c",
+                        f'printf %s "$1" | base64 -d {redirect} "$0"',
+                        path,
+                        data[at : at + PASTE_CHUNK],
+                    ],
+                    timeout=60,
+                    cwd=self.workdir,
+                )
                 if r.rc != 0:
                     raise TerminalLost(f"staging a paste failed: {(r.stderr or r.stdout).strip()[-300:]}")
             self._tmux("load-buffer", "-b", buf, path)

@@ -110,10 +110,18 @@ def _row(
     task_id: str, attempt: int, messages: list[dict], episodes: int, model: str, date: str, seed: int
 ) -> dict:
     """One attempt as a corpus row (the schema of nvidia/Nemotron-Terminal-Corpus)."""
-    return {"conversations": messages, "agent": "horizon-terminus", "model": model, "model_provider": "horizon",
-            "date": date, "task": task_id, "episode": f"episode-{max(episodes - 1, 0)}",
-            "run_id": str(uuid.uuid5(uuid.NAMESPACE_URL, f"horizon/{seed}/{task_id}/{attempt}/{model}")),
-            "trial_name": f"{task_id}__a{attempt}", "enable_thinking": True}  # fmt: skip
+    return {
+        "conversations": messages,
+        "agent": "horizon-terminus",
+        "model": model,
+        "model_provider": "horizon",
+        "date": date,
+        "task": task_id,
+        "episode": f"episode-{max(episodes - 1, 0)}",
+        "run_id": str(uuid.uuid5(uuid.NAMESPACE_URL, f"horizon/{seed}/{task_id}/{attempt}/{model}")),
+        "trial_name": f"{task_id}__a{attempt}",
+        "enable_thinking": True,
+    }
 
 
 def _usage(records: list[dict], price: dict) -> dict:
@@ -124,17 +132,36 @@ def _usage(records: list[dict], price: dict) -> dict:
     per_task: dict[str, list[int]] = {}
     for r in records:
         per_task.setdefault(r["task"], [0, 0])[0 if r["success"] else 1] += 1
-    return {"attempts": len(records), "successes": sum(r["success"] for r in records),
-            "failures": sum(not r["success"] for r in records), "unsupported": sum(r["unsupported"] for r in records),
-            "prompt_tokens": prompt, "completion_tokens": completion, "cached_tokens": cached,
-            "model_calls": sum(r["model_calls"] for r in records), "cost_usd": round(cost, 6),
-            "price_per_million": price, "per_task": {t: {"successes": a, "failures": b} for t, (a, b) in sorted(per_task.items())}}  # fmt: skip
+    return {
+        "attempts": len(records),
+        "successes": sum(r["success"] for r in records),
+        "failures": sum(not r["success"] for r in records),
+        "unsupported": sum(r["unsupported"] for r in records),
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "cached_tokens": cached,
+        "model_calls": sum(r["model_calls"] for r in records),
+        "cost_usd": round(cost, 6),
+        "price_per_million": price,
+        "per_task": {t: {"successes": a, "failures": b} for t, (a, b) in sorted(per_task.items())},
+    }
 
 
-def collect_teacher(tasks_json, template_path, out_path, backend, model: str, attempts: int = 4,
-                    sandbox: str = "local", concurrency: int = 2, seed: int = 0, sandbox_options: dict | None = None,
-                    agent: AgentConfig | None = None, price: dict | None = None,
-                    date: str = "2026-01-01T00:00:00") -> dict:  # fmt: skip
+def collect_teacher(
+    tasks_json,
+    template_path,
+    out_path,
+    backend,
+    model: str,
+    attempts: int = 4,
+    sandbox: str = "local",
+    concurrency: int = 2,
+    seed: int = 0,
+    sandbox_options: dict | None = None,
+    agent: AgentConfig | None = None,
+    price: dict | None = None,
+    date: str = "2026-01-01T00:00:00",
+) -> dict:
     """N attempts per task by `backend` through the harness; successes -> out_path, failures beside it."""
     from horizon.eval.models.backends import BackendError
     from horizon.eval.sandbox import SandboxError
@@ -146,23 +173,45 @@ def collect_teacher(tasks_json, template_path, out_path, backend, model: str, at
     journal = Journal(out.with_name(out.stem + ".partial.jsonl"))
     done = {(r["task"], r["attempt"]): r for r in journal.read() if r.get("model") == model}
     jobs = [(t, a) for t in tasks for a in range(attempts) if (t.id, a) not in done]
-    log.info("collect: %d tasks x %d attempts by %s (%d done before)", len(tasks), attempts, model,
-             len(tasks) * attempts - len(jobs))  # fmt: skip
+    log.info(
+        "collect: %d tasks x %d attempts by %s (%d done before)",
+        len(tasks),
+        attempts,
+        model,
+        len(tasks) * attempts - len(jobs),
+    )
     if sandbox == "local":
         sweep_run(sandbox, "collect")
-    ctx = RunContext(sandbox, backend, Template.load(template_path), agent or AgentConfig(), [],
-                     sandbox_options or {}, "collect")  # fmt: skip
+    ctx = RunContext(
+        sandbox,
+        backend,
+        Template.load(template_path),
+        agent or AgentConfig(),
+        [],
+        sandbox_options or {},
+        "collect",
+    )
     live, failure = LiveSandboxes(), None
 
     def one(job):
         task, a = job
         o = run_attempt(task, a, 0, ctx, seed + a, live, transcript=None)
         r = o.record
-        return {"task": task.id, "attempt": a, "model": model, "success": bool(r.success), "reward": r.reward,
-                "ended": r.ended, "failure_mode": r.failure_mode, "unsupported": r.failure_mode == "unsupported",
-                "prompt_tokens": r.prompt_tokens, "completion_tokens": r.completion_tokens,
-                "cached_tokens": (r.cache or {}).get("reused_tokens"), "model_calls": r.model_calls,
-                "row": _row(task.id, a, o.messages, r.episodes, model, date, seed) if o.messages else None}  # fmt: skip
+        return {
+            "task": task.id,
+            "attempt": a,
+            "model": model,
+            "success": bool(r.success),
+            "reward": r.reward,
+            "ended": r.ended,
+            "failure_mode": r.failure_mode,
+            "unsupported": r.failure_mode == "unsupported",
+            "prompt_tokens": r.prompt_tokens,
+            "completion_tokens": r.completion_tokens,
+            "cached_tokens": (r.cache or {}).get("reused_tokens"),
+            "model_calls": r.model_calls,
+            "row": _row(task.id, a, o.messages, r.episodes, model, date, seed) if o.messages else None,
+        }
 
     with journal, ThreadPoolExecutor(concurrency) as pool:
         for f in [pool.submit(one, j) for j in jobs]:
@@ -174,8 +223,10 @@ def collect_teacher(tasks_json, template_path, out_path, backend, model: str, at
             journal.append([rec])
             done[(rec["task"], rec["attempt"])] = rec
     if failure:
-        raise RuntimeError(f"collect: {failure}; {len(done)} of {len(tasks) * attempts} attempts are finished "
-                           f"and kept in {journal.path}: rerun to resume")  # fmt: skip
+        raise RuntimeError(
+            f"collect: {failure}; {len(done)} of {len(tasks) * attempts} attempts are finished "
+            f"and kept in {journal.path}: rerun to resume"
+        )
     return _write_teacher(done, out, price or {})
 
 
@@ -188,9 +239,15 @@ def _write_teacher(done: dict, out: Path, price: dict) -> dict:
                     fh.write(json.dumps(r["row"], ensure_ascii=False) + "\n")
     usage = _usage(records, price)
     write_json(out.with_name(out.stem + ".usage.json"), usage)
-    log.info("collect: %d successes, %d failures of %d attempts; %d + %d tokens, $%.4f", usage["successes"],
-             usage["failures"], usage["attempts"], usage["prompt_tokens"], usage["completion_tokens"],
-             usage["cost_usd"])  # fmt: skip
+    log.info(
+        "collect: %d successes, %d failures of %d attempts; %d + %d tokens, $%.4f",
+        usage["successes"],
+        usage["failures"],
+        usage["attempts"],
+        usage["prompt_tokens"],
+        usage["completion_tokens"],
+        usage["cost_usd"],
+    )
     if not usage["successes"]:
         raise RuntimeError(
             f"collect: the teacher solved none of {usage['attempts']} attempts (see {out.stem}.usage.json)"
@@ -198,29 +255,60 @@ def _write_teacher(done: dict, out: Path, price: dict) -> dict:
     return usage
 
 
-def collect_with_teacher(c: dict, tasks_json, template_path, out_path, sandbox: str, options: dict, seed: int,
-                         log_path=None, vllm_command=("vllm", "serve")) -> dict:  # fmt: skip
+def collect_with_teacher(
+    c: dict,
+    tasks_json,
+    template_path,
+    out_path,
+    sandbox: str,
+    options: dict,
+    seed: int,
+    log_path=None,
+    vllm_command=("vllm", "serve"),
+) -> dict:
     """corpus.collect with a `teacher`: its endpoint, or `vllm serve` of its local model for the run."""
     import os
 
     from horizon.eval.models.backends import ChatBackend, VLLMServer
 
     t = c["teacher"]
-    agent = AgentConfig(max_episodes=t["max_episodes"], context_length=t["context_length"],
-                        max_tokens=t["max_tokens"])  # fmt: skip
+    agent = AgentConfig(
+        max_episodes=t["max_episodes"], context_length=t["context_length"], max_tokens=t["max_tokens"]
+    )
 
     def run(url: str) -> dict:
-        backend = ChatBackend(url, t["model"], t["temperature"], t["top_p"], os.environ.get(t["api_key_env"]),
-                              t["max_retries"], t["tokenizer"], t["timeout_s"])  # fmt: skip
+        backend = ChatBackend(
+            url,
+            t["model"],
+            t["temperature"],
+            t["top_p"],
+            os.environ.get(t["api_key_env"]),
+            t["max_retries"],
+            t["tokenizer"],
+            t["timeout_s"],
+        )
         try:
-            return collect_teacher(tasks_json, template_path, out_path, backend, t["model"], c["variants"], sandbox,
-                                   c["concurrency"], seed, options, agent, t["price"])  # fmt: skip
+            return collect_teacher(
+                tasks_json,
+                template_path,
+                out_path,
+                backend,
+                t["model"],
+                c["variants"],
+                sandbox,
+                c["concurrency"],
+                seed,
+                options,
+                agent,
+                t["price"],
+            )
         finally:
             backend.close()
 
     if t["endpoint"]:
         return run(t["endpoint"])
     log_file = Path(log_path).with_suffix(".vllm.log") if log_path else None
-    with VLLMServer(t["vllm_model"], t["context_length"], seed, command=vllm_command, name=t["model"],
-                    log_path=log_file) as server:  # fmt: skip
+    with VLLMServer(
+        t["vllm_model"], t["context_length"], seed, command=vllm_command, name=t["model"], log_path=log_file
+    ) as server:
         return run(server.base_url)

@@ -64,8 +64,12 @@ class Grade:
 
 def read_reward(sandbox: Sandbox) -> Reward:
     """reward.json, else reward.txt, read inside the sandbox in one call (each at most REWARD_CAP)."""
-    r = sandbox.exec(["sh", "-c", READ, "sh", "/logs/verifier/reward.json", "/logs/verifier/reward.txt"],
-                     timeout=30, cwd="/", max_bytes=REWARD_CAP + 200)  # fmt: skip
+    r = sandbox.exec(
+        ["sh", "-c", READ, "sh", "/logs/verifier/reward.json", "/logs/verifier/reward.txt"],
+        timeout=30,
+        cwd="/",
+        max_bytes=REWARD_CAP + 200,
+    )
     if r.timed_out or r.rc not in (0, 3, 4):
         return Reward(None, None, f"the reward files could not be read ({r.rc}: {r.stderr.strip()[-200:]})")
     if r.rc == 3:
@@ -115,13 +119,17 @@ def tests_archive(task: Task, step: Step | None = None) -> bytes:
 
 def verifier_env(task: Task) -> dict[str, str]:
     """[verifier].env with `${VAR}` / `${VAR:-default}` taken from the harness's environment, as Harbor does."""
-    return {k: _ENV_REF.sub(lambda m: os.environ.get(m.group(1)) or (m.group(2) or ""), v)
-            for k, v in task.verifier_env.items()}  # fmt: skip
+    return {
+        k: _ENV_REF.sub(lambda m: os.environ.get(m.group(1)) or (m.group(2) or ""), v)
+        for k, v in task.verifier_env.items()
+    }
 
 
 # eval.same_shell_tests = agent: typed into the agent's own shell as terminal-bench does (toolchain on its PATH)
-IN_AGENT_SHELL = ("export PATH=/opt/horizon/bin:$PATH TEST_DIR=/tests PIP_NO_INDEX=1 PIP_FIND_LINKS=/opt/horizon/wheels; "
-                  "bash /tests/run-tests.sh > /logs/verifier/tests.out 2>&1; tmux wait-for -S horizon-tests")  # fmt: skip
+IN_AGENT_SHELL = (
+    "export PATH=/opt/horizon/bin:$PATH TEST_DIR=/tests PIP_NO_INDEX=1 PIP_FIND_LINKS=/opt/horizon/wheels; "
+    "bash /tests/run-tests.sh > /logs/verifier/tests.out 2>&1; tmux wait-for -S horizon-tests"
+)
 
 
 def _in_agent_shell(sandbox: Sandbox, timeout: float) -> ExecResult | None:
@@ -139,8 +147,14 @@ def _in_agent_shell(sandbox: Sandbox, timeout: float) -> ExecResult | None:
     return ExecResult(0 if waited.ok else waited.rc, out.stdout, out.stderr, waited.timed_out)
 
 
-def grade(task: Task, sandbox: Sandbox, timeout: float | None = None, step: Step | None = None,
-          network: bool = False, agent_shell: bool = False) -> Grade:  # fmt: skip
+def grade(
+    task: Task,
+    sandbox: Sandbox,
+    timeout: float | None = None,
+    step: Step | None = None,
+    network: bool = False,
+    agent_shell: bool = False,
+) -> Grade:
     """`agent_shell` (eval.same_shell_tests = agent): a TB1 task with run_tests_in_same_shell runs its
     tests in the agent's shell, as its owner does; the agent is not killed first (so it can interfere)."""
     timeout = timeout or (step.test_timeout if step else task.test_timeout)
@@ -156,8 +170,13 @@ def grade(task: Task, sandbox: Sandbox, timeout: float | None = None, step: Step
     if r is None:
         if in_shell:
             sandbox.kill_agent()
-        r = sandbox.exec(["sh", "-c", RUN_SCRIPT, script], timeout=timeout, env=env, cwd=sandbox.workdir,
-                         max_bytes=OUTPUT_CAP)  # fmt: skip
+        r = sandbox.exec(
+            ["sh", "-c", RUN_SCRIPT, script],
+            timeout=timeout,
+            env=env,
+            cwd=sandbox.workdir,
+            max_bytes=OUTPUT_CAP,
+        )
     sandbox.kill_agent()
     text = (r.stdout + ("\n" + r.stderr if r.stderr else ""))[-20000:]
     if task.format == "tb1":
@@ -178,5 +197,13 @@ def grade(task: Task, sandbox: Sandbox, timeout: float | None = None, step: Step
     elif rw.value is None and rw.rewards is not None:
         detail["reward_error"] = f"{rw.file}: several rewards, none named reward: {sorted(rw.rewards)}"
     failure = "reward_invalid" if rw.error and rw.file else None
-    return Grade(ok, float(rw.value or 0.0), r.timed_out, detail, text, failure,
-                 rw.error or detail.get("reward_error"), dict(rw.rewards or {}))  # fmt: skip
+    return Grade(
+        ok,
+        float(rw.value or 0.0),
+        r.timed_out,
+        detail,
+        text,
+        failure,
+        rw.error or detail.get("reward_error"),
+        dict(rw.rewards or {}),
+    )

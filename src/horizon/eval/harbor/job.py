@@ -73,7 +73,7 @@ def agent_kwargs(settings: EvalSettings) -> dict:
             "max_output_tokens": s.max_tokens,
             "input_cost_per_token": 0.0,
             "output_cost_per_token": 0.0,
-        },  # fmt: skip
+        },
         "temperature": s.temperature,
         "llm_call_kwargs": {"top_p": s.top_p, "max_tokens": s.max_tokens},
         "enable_summarize": settings.context == "summarize",
@@ -103,19 +103,25 @@ def job_config(tasks: list[Task], settings: EvalSettings, model: str, toolchain:
     environment = {**where, "delete": True, "kwargs": dict(h.environment_options)}
     verifier: dict = {}
     if toolchain is not None:
-        environment["mounts"] = [{"type": "bind", "source": str(toolchain), "target": "/opt/horizon",
-                                  "read_only": True}]  # fmt: skip
+        environment["mounts"] = [
+            {"type": "bind", "source": str(toolchain), "target": "/opt/horizon", "read_only": True}
+        ]
         verifier["env"] = dict(GRADER_ENV)
     agent = {"name": AGENT, "model_name": f"hosted_vllm/{model}", "kwargs": agent_kwargs(settings)}
     if settings.agent_timeout_s is not None:
         agent["override_timeout_sec"] = settings.agent_timeout_s
     cfg = {
-        "job_name": "job", "jobs_dir": ".", "n_attempts": settings.attempts,
-        "n_concurrent_trials": settings.concurrency, "quiet": True,
+        "job_name": "job",
+        "jobs_dir": ".",
+        "n_attempts": settings.attempts,
+        "n_concurrent_trials": settings.concurrency,
+        "quiet": True,
         "retry": {"max_retries": settings.max_infra_retries},
-        "environment": environment, "verifier": verifier, "agents": [agent],
+        "environment": environment,
+        "verifier": verifier,
+        "agents": [agent],
         "tasks": [{"path": str(Path(t.path).resolve())} for t in tasks],
-    }  # fmt: skip
+    }
     return _merge(cfg, dict(h.job_options))
 
 
@@ -173,13 +179,21 @@ def remove_containers(job_dir: Path, env: dict) -> int:
         return 0
     try:
         fmt = '{{.ID}} {{.Label "com.docker.compose.project"}}'
-        out = subprocess.run(["docker", "ps", "-a", "--format", fmt], env={**os.environ, **env},
-                             capture_output=True, text=True, timeout=60)  # fmt: skip
+        out = subprocess.run(
+            ["docker", "ps", "-a", "--format", fmt],
+            env={**os.environ, **env},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
     except (OSError, subprocess.TimeoutExpired):
         return 0
     prefixes = tuple(_project(d.name) + "__" for d in job_dir.iterdir() if d.is_dir())
-    stale = [cid for cid, _, project in (line.partition(" ") for line in out.stdout.splitlines())
-             if prefixes and project.startswith(prefixes)]  # fmt: skip
+    stale = [
+        cid
+        for cid, _, project in (line.partition(" ") for line in out.stdout.splitlines())
+        if prefixes and project.startswith(prefixes)
+    ]
     if stale:
         subprocess.run(
             ["docker", "rm", "-f", *stale], env={**os.environ, **env}, capture_output=True, timeout=300
@@ -204,8 +218,15 @@ def run_harbor(argv: list[str], env: dict, cwd: Path, log_path: Path, job_dir: P
     log.info("running %s (log: %s)", " ".join(argv), log_path)
     stop, signalled = threading.Event(), []
     with open(log_path, "ab") as out:
-        proc = subprocess.Popen(argv, cwd=cwd, env={**os.environ, **env}, stdout=out,
-                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
+        proc = subprocess.Popen(
+            argv,
+            cwd=cwd,
+            env={**os.environ, **env},
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
 
     def handler(signum, frame):
         if not signalled:
@@ -253,8 +274,14 @@ def endpoint(settings: EvalSettings, model_dir: str, seed: int, log_dir: Path) -
         url = settings.endpoint.rstrip("/")
         yield (url if url.endswith("/v1") else url + "/v1"), settings.endpoint_model or "horizon"
         return
-    server = VLLMServer(model_dir, settings.context_length, seed, settings.vllm_args,
-                        command=settings.vllm_command, log_path=log_dir / "vllm.log")  # fmt: skip
+    server = VLLMServer(
+        model_dir,
+        settings.context_length,
+        seed,
+        settings.vllm_args,
+        command=settings.vllm_command,
+        log_path=log_dir / "vllm.log",
+    )
     server.start()
     try:
         yield server.base_url + "/v1", server.name
@@ -270,8 +297,10 @@ def _harbor_tasks(tasks_json: str) -> list[Task]:
         log.error("task %s skipped: %s: %s: %s", e["task"], e["file"], e["field"], e["message"])
     wrong = [t.id for t in tasks if t.format != "harbor"]
     if wrong:
-        raise HarborError(f"{tasks_json}: tasks {', '.join(wrong[:5])} are not Harbor tasks; a Harbor job "
-                          "runs Harbor-format task directories only (eval.harness horizon runs both formats)")  # fmt: skip
+        raise HarborError(
+            f"{tasks_json}: tasks {', '.join(wrong[:5])} are not Harbor tasks; a Harbor job "
+            "runs Harbor-format task directories only (eval.harness horizon runs both formats)"
+        )
     return tasks
 
 
@@ -301,8 +330,15 @@ def write_records(conv, out_path: Path, transcripts_dir: Path) -> list[Attempt]:
     return records
 
 
-def harbor_job(model_dir: str, tasks_json: str, settings: EvalSettings, seed: int, signatures: list[str],
-               repeat: int, out_path: str) -> list[Attempt]:  # fmt: skip
+def harbor_job(
+    model_dir: str,
+    tasks_json: str,
+    settings: EvalSettings,
+    seed: int,
+    signatures: list[str],
+    repeat: int,
+    out_path: str,
+) -> list[Attempt]:
     """One rollout job (model x benchmark x repeat) as a Harbor job; returns the attempts it recorded."""
     from horizon.eval.sandbox import toolchain
 
@@ -324,13 +360,27 @@ def harbor_job(model_dir: str, tasks_json: str, settings: EvalSettings, seed: in
         argv = prepare_job(root, cfg, exe)
         total = settings.attempts * len(tasks)
         run_harbor(argv, {**env, "HOSTED_VLLM_API_BASE": url}, root, root / "harbor.log", root / "job", total)
-    conv = convert_job(root / "job", {t.path: t.id for t in tasks}, settings.attempts, repeat, signatures,
-                       settings.max_episodes, settings.max_infra_retries)  # fmt: skip
+    conv = convert_job(
+        root / "job",
+        {t.path: t.id for t in tasks},
+        settings.attempts,
+        repeat,
+        signatures,
+        settings.max_episodes,
+        settings.max_infra_retries,
+    )
     if conv.missing:
-        raise HarborResultError(f"{len(conv.missing)} attempts have no finished trial in {root / 'job'}, "
-                                f"e.g. {conv.missing[:3]}; rerun to complete them (Harbor's resume)")  # fmt: skip
+        raise HarborResultError(
+            f"{len(conv.missing)} attempts have no finished trial in {root / 'job'}, "
+            f"e.g. {conv.missing[:3]}; rerun to complete them (Harbor's resume)"
+        )
     records = write_records(conv, out, out.parent / "transcripts")
     infra = sum(r.failure_mode == "infra_error" for r in records)
-    log.info("harbor repeat %d: %d/%d attempts succeeded (%d infra errors excluded)", repeat,
-             sum(r.success for r in records), len(records), infra)  # fmt: skip
+    log.info(
+        "harbor repeat %d: %d/%d attempts succeeded (%d infra errors excluded)",
+        repeat,
+        sum(r.success for r in records),
+        len(records),
+        infra,
+    )
     return records

@@ -270,14 +270,27 @@ def to_attempt(trial: Trial, task: str, attempt: int, repeat: int, patterns, max
     seconds, parts = timing(res)
     summaries = list((trial.dir / "agent").glob("trajectory.summarization-*.json"))
     rec = Attempt(
-        task=task, attempt=attempt, repeat=repeat, success=failure == "none", reward=float(reward or 0.0),
-        episodes=ep.count or int(meta.get("n_episodes") or 0), seconds=seconds, failure_mode=failure,
-        prompt_tokens=int(agent.get("n_input_tokens") or 0), completion_tokens=int(agent.get("n_output_tokens") or 0),
-        ended=ended, first_complete_episode=ep.first_complete, parse_errors=ep.parse_errors,
-        model_calls=len(meta.get("api_request_times_msec") or []), summary_calls=len(summaries),
-        summarizations=int(meta.get("summarization_count") or 0), error_signatures=ep.signatures,
-        timing=parts, error=_evidence(trial) if trial.exception else None, harness=HARNESS,
-    )  # fmt: skip
+        task=task,
+        attempt=attempt,
+        repeat=repeat,
+        success=failure == "none",
+        reward=float(reward or 0.0),
+        episodes=ep.count or int(meta.get("n_episodes") or 0),
+        seconds=seconds,
+        failure_mode=failure,
+        prompt_tokens=int(agent.get("n_input_tokens") or 0),
+        completion_tokens=int(agent.get("n_output_tokens") or 0),
+        ended=ended,
+        first_complete_episode=ep.first_complete,
+        parse_errors=ep.parse_errors,
+        model_calls=len(meta.get("api_request_times_msec") or []),
+        summary_calls=len(summaries),
+        summarizations=int(meta.get("summarization_count") or 0),
+        error_signatures=ep.signatures,
+        timing=parts,
+        error=_evidence(trial) if trial.exception else None,
+        harness=HARNESS,
+    )
     return rec, {**rec.to_dict(), "harbor_trial": str(trial.dir), "messages": ep.messages}
 
 

@@ -113,8 +113,10 @@ class TransformersBackend(_Serialized):
         self.batcher = None
         self.generate_stats = {"calls": 0, "cpu_seconds": 0.0}
         if (kv_cache or batching) and self.device != "cpu":
-            log.warning("eval.kv_cache/eval.batching apply to CPU runs (on a GPU use eval.backend: vllm); "
-                        "one generate() per episode")  # fmt: skip
+            log.warning(
+                "eval.kv_cache/eval.batching apply to CPU runs (on a GPU use eval.backend: vllm); "
+                "one generate() per episode"
+            )
         elif kv_cache or batching:
             from horizon.eval.models.batching import Batcher
 
@@ -163,8 +165,14 @@ class TransformersBackend(_Serialized):
             )
             with torch.inference_mode():
                 out = self.model.generate(
-                    x, attention_mask=torch.ones_like(x), max_new_tokens=max_tokens, eos_token_id=self.im_end,
-                    pad_token_id=self.tokenizer.pad_token_id, top_k=None, **kw)  # fmt: skip
+                    x,
+                    attention_mask=torch.ones_like(x),
+                    max_new_tokens=max_tokens,
+                    eos_token_id=self.im_end,
+                    pad_token_id=self.tokenizer.pad_token_id,
+                    top_k=None,
+                    **kw,
+                )
             self.generate_stats["calls"] += 1
             self.generate_stats["cpu_seconds"] += time.thread_time() - cpu
         return out[0, len(ids) :].tolist()
@@ -173,8 +181,11 @@ class TransformersBackend(_Serialized):
         if self.batcher is not None:
             self.batcher.close()
         elif self.generate_stats["calls"]:
-            log.info("generate(): %d calls, %.1f s CPU", self.generate_stats["calls"],
-                     self.generate_stats["cpu_seconds"])  # fmt: skip
+            log.info(
+                "generate(): %d calls, %.1f s CPU",
+                self.generate_stats["calls"],
+                self.generate_stats["cpu_seconds"],
+            )
 
 
 class CompletionsBackend(_Serialized):
@@ -213,10 +224,15 @@ class CompletionsBackend(_Serialized):
         ids = self.prompt_ids(messages)
         try:
             out = self.client.completions.create(
-                model=self.model, prompt=ids, max_tokens=max_tokens, temperature=self.temperature,
-                top_p=self.top_p, seed=seed, timeout=timeout or 3600,
+                model=self.model,
+                prompt=ids,
+                max_tokens=max_tokens,
+                temperature=self.temperature,
+                top_p=self.top_p,
+                seed=seed,
+                timeout=timeout or 3600,
                 extra_body={"stop_token_ids": [self.im_end], "skip_special_tokens": False},
-            )  # fmt: skip
+            )
         except openai.BadRequestError as e:
             if "maximum context length" in str(e):
                 return Completion("", len(ids), 0, "context_length")
@@ -251,9 +267,17 @@ class ChatBackend(Backend):
 
     CHARS_PER_TOKEN = 3
 
-    def __init__(self, base_url: str, model: str, temperature: float = 0.7, top_p: float = 1.0,
-                 api_key: str | None = None, retries: int = 3, tokenizer_dir: str | Path | None = None,
-                 timeout: float = 600.0):  # fmt: skip
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        temperature: float = 0.7,
+        top_p: float = 1.0,
+        api_key: str | None = None,
+        retries: int = 3,
+        tokenizer_dir: str | Path | None = None,
+        timeout: float = 600.0,
+    ):
         import openai
 
         root = base_url.rstrip("/")
@@ -265,8 +289,11 @@ class ChatBackend(Backend):
             from horizon.data.tokenizer import load
 
             self.serializer = ChatSerializer(load(tokenizer_dir))
-        self.client = openai.OpenAI(base_url=self.url, api_key=api_key or os.environ.get("OPENAI_API_KEY")
-                                    or "none", max_retries=retries)  # fmt: skip
+        self.client = openai.OpenAI(
+            base_url=self.url,
+            api_key=api_key or os.environ.get("OPENAI_API_KEY") or "none",
+            max_retries=retries,
+        )
 
     def prompt_tokens(self, messages) -> int:
         if self.serializer is not None:
@@ -278,10 +305,14 @@ class ChatBackend(Backend):
 
         try:
             out = self.client.chat.completions.create(
-                model=self.model, messages=[{"role": m["role"], "content": m["content"]} for m in messages],
-                max_tokens=max_tokens, temperature=self.temperature, top_p=self.top_p, seed=seed,
+                model=self.model,
+                messages=[{"role": m["role"], "content": m["content"]} for m in messages],
+                max_tokens=max_tokens,
+                temperature=self.temperature,
+                top_p=self.top_p,
+                seed=seed,
                 timeout=min(timeout or self.timeout, self.timeout),
-            )  # fmt: skip
+            )
         except openai.BadRequestError as e:
             if "context length" in str(e) or "context_length" in str(e):
                 return Completion("", self.prompt_tokens(messages), 0, "context_length")
@@ -358,11 +389,28 @@ class VLLMServer:
         self.base_url = f"http://127.0.0.1:{self.port}"
 
     def argv(self) -> list[str]:
-        caching = (["--enable-prefix-caching", "--enable-prompt-tokens-details"] if self.prefix_caching
-                   else ["--no-enable-prefix-caching"])  # fmt: skip
-        return [*self.command, self.model_dir, "--host", "127.0.0.1", "--port", str(self.port),
-                "--served-model-name", self.name, "--max-model-len", str(self.context_length),
-                "--seed", str(self.seed), "--disable-log-requests", *caching, *self.extra]  # fmt: skip
+        caching = (
+            ["--enable-prefix-caching", "--enable-prompt-tokens-details"]
+            if self.prefix_caching
+            else ["--no-enable-prefix-caching"]
+        )
+        return [
+            *self.command,
+            self.model_dir,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--served-model-name",
+            self.name,
+            "--max-model-len",
+            str(self.context_length),
+            "--seed",
+            str(self.seed),
+            "--disable-log-requests",
+            *caching,
+            *self.extra,
+        ]
 
     def start(self) -> VLLMServer:
         out = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL

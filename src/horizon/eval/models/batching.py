@@ -181,10 +181,16 @@ class Batcher:
             self.thread.join()
         st = self.stats
         if st["steps"]:
-            log.info("generation engine: %d requests, %d steps, %.2f tokens sampled per step, %d of %d prompt "
-                     "tokens reused from the cache, %.1f s CPU", st["requests"], st["steps"],
-                     st["sampled"] / st["steps"], st["reused_tokens"], st["prompt_tokens"],
-                     st.get("cpu_seconds", 0.0))  # fmt: skip
+            log.info(
+                "generation engine: %d requests, %d steps, %.2f tokens sampled per step, %d of %d prompt "
+                "tokens reused from the cache, %.1f s CPU",
+                st["requests"],
+                st["steps"],
+                st["sampled"] / st["steps"],
+                st["reused_tokens"],
+                st["prompt_tokens"],
+                st.get("cpu_seconds", 0.0),
+            )
 
     # -- the batcher's thread
 

@@ -99,8 +99,16 @@ class Group:
     blocks: list[int]  # value blocks each segment needs
 
 
-def make_group(torch, first: int, tokens: int, slots: list[int], starts: list[int], pool: KVPool, per: int,
-               multiple: int = ROWS):  # fmt: skip
+def make_group(
+    torch,
+    first: int,
+    tokens: int,
+    slots: list[int],
+    starts: list[int],
+    pool: KVPool,
+    per: int,
+    multiple: int = ROWS,
+):
     """The group of the segments in `slots` whose `tokens` new tokens start at positions `starts`."""
     rows, length = up(per * tokens, multiple), up(max(starts) + tokens, BLOCK)
     keys = np.arange(length)
@@ -127,8 +135,9 @@ class Plan:
     groups: list[Group]
 
 
-def make_plan(torch, pool: KVPool, slots: list[int], positions: list[int], groups: list[Group],
-              multiple: int = ROWS) -> Plan:  # fmt: skip
+def make_plan(
+    torch, pool: KVPool, slots: list[int], positions: list[int], groups: list[Group], multiple: int = ROWS
+) -> Plan:
     kv, cap = pool.kv_heads, pool.capacity
     s, p = np.asarray(slots)[:, None], np.asarray(positions)[:, None]
     h = np.arange(kv)[None, :]
@@ -137,8 +146,13 @@ def make_plan(torch, pool: KVPool, slots: list[int], positions: list[int], group
     padded = np.zeros(up(len(positions), multiple), dtype=np.int64)
     padded[: len(positions)] = positions
     dev = pool.device
-    return Plan(len(positions), torch.from_numpy(padded).to(dev), torch.from_numpy(k_rows).to(dev),
-                torch.from_numpy(v_rows).to(dev), groups)  # fmt: skip
+    return Plan(
+        len(positions),
+        torch.from_numpy(padded).to(dev),
+        torch.from_numpy(k_rows).to(dev),
+        torch.from_numpy(v_rows).to(dev),
+        groups,
+    )
 
 
 def _slots_view(t, slots: list[int]):
@@ -177,11 +191,19 @@ class Qwen3Step:
         import torch
 
         cfg = model.config
-        problems = [f"{k}={getattr(cfg, k, None)!r}" for k, ok in (
-            ("model_type", cfg.model_type == "qwen3"), ("attention_bias", not getattr(cfg, "attention_bias", False)),
-            ("hidden_act", cfg.hidden_act == "silu"),
-            ("layer_types", set(getattr(cfg, "layer_types", None) or ["full_attention"]) == {"full_attention"}),
-        ) if not ok]  # fmt: skip
+        problems = [
+            f"{k}={getattr(cfg, k, None)!r}"
+            for k, ok in (
+                ("model_type", cfg.model_type == "qwen3"),
+                ("attention_bias", not getattr(cfg, "attention_bias", False)),
+                ("hidden_act", cfg.hidden_act == "silu"),
+                (
+                    "layer_types",
+                    set(getattr(cfg, "layer_types", None) or ["full_attention"]) == {"full_attention"},
+                ),
+            )
+            if not ok
+        ]
         if problems:
             raise ValueError(f"the generation engine runs Qwen3 decoders only ({', '.join(problems)})")
         self.torch, self.model = torch, model  # the model owns the weights used below
@@ -203,8 +225,12 @@ class Qwen3Step:
         weight is held twice."""
         torch = self.torch
         a, m = layer.self_attn, layer.mlp
-        out = {"ln1": layer.input_layernorm.weight, "ln2": layer.post_attention_layernorm.weight,
-               "o": a.o_proj.weight, "down": m.down_proj.weight}  # fmt: skip
+        out = {
+            "ln1": layer.input_layernorm.weight,
+            "ln2": layer.post_attention_layernorm.weight,
+            "o": a.o_proj.weight,
+            "down": m.down_proj.weight,
+        }
         for key, mods in (("qkv", (a.q_proj, a.k_proj, a.v_proj)), ("gate_up", (m.gate_proj, m.up_proj))):
             fused = torch.cat([mod.weight.detach() for mod in mods])
             row = 0
@@ -213,8 +239,9 @@ class Qwen3Step:
                 mod.weight.data = fused[row : row + n]
                 row += n
             out[key] = fused
-        out["qk_norm"] = torch.cat([a.q_norm.weight.detach().expand(self.heads, -1),
-                                    a.k_norm.weight.detach().expand(self.kv, -1)])  # fmt: skip
+        out["qk_norm"] = torch.cat(
+            [a.q_norm.weight.detach().expand(self.heads, -1), a.k_norm.weight.detach().expand(self.kv, -1)]
+        )
         return out
 
     def rms(self, x, weight):
@@ -254,8 +281,10 @@ class Qwen3Step:
         q, k, v = qk[:, : self.heads], qk[:, self.heads :], qkv[:, (self.heads + self.kv) * d :]
         pool.k[i].view(-1, d).index_copy_(0, plan.k_rows, k[:n].reshape(-1, d))
         pool.v[i].view(-1, d).index_copy_(0, plan.v_rows, v[:n].reshape(-1, d))
-        outs = [attend(torch, q[g.first : g.first + len(g.slots) * g.tokens], i, pool, g, self.scaling)
-                for g in plan.groups]  # fmt: skip
+        outs = [
+            attend(torch, q[g.first : g.first + len(g.slots) * g.tokens], i, pool, g, self.scaling)
+            for g in plan.groups
+        ]
         out = torch.cat(outs) if len(outs) > 1 else outs[0]
         out = f.pad(out, (0, 0, 0, rows - n))  # padding rows attend to nothing
         return f.linear(out, w["o"])

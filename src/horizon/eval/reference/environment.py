@@ -82,9 +82,12 @@ def run_program(
     results on stdout) on a batch of requests; by default the template export."""
     exe = python(env)
     p = subprocess.run(
-        [str(exe), str(program), *args], input=json.dumps(requests), capture_output=True, text=True,
+        [str(exe), str(program), *args],
+        input=json.dumps(requests),
+        capture_output=True,
+        text=True,
         timeout=timeout,
-    )  # fmt: skip
+    )
     if p.returncode != 0:
         tail = (p.stderr or p.stdout).strip()[-2000:]
         if "is not installed" in tail:

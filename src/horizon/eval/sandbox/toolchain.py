@@ -141,8 +141,9 @@ OFFLINE_PIP = {
 }
 
 
-def grader_env(home: str, image_env: dict | None = None, task_env: dict | None = None,
-               network: bool = False) -> dict[str, str]:  # fmt: skip
+def grader_env(
+    home: str, image_env: dict | None = None, task_env: dict | None = None, network: bool = False
+) -> dict[str, str]:
     """The whole environment the tests run with: the image's own (its ENV lines, the task's
     environment), the task's verifier variables, then ours (a fresh HOME, the toolchain first on the
     image's PATH, no user site, no cwd on Python's path, pip and uv offline unless the network is
@@ -150,9 +151,18 @@ def grader_env(home: str, image_env: dict | None = None, task_env: dict | None =
     image_env = dict(image_env or {})
     path = image_env.pop("PATH", None) or SYSTEM_PATH
     out = {**image_env, **(task_env or {})}
-    out.update({"PATH": f"/opt/horizon/bin:{path}", "PYTHONPATH": GRADER_ENV["PYTHONPATH"], "HOME": home,
-                "PYTHONNOUSERSITE": "1", "PYTHONSAFEPATH": "1", "LANG": out.get("LANG", "C.UTF-8"),
-                "TERM": "xterm-256color", "TEST_DIR": "/tests"})  # fmt: skip
+    out.update(
+        {
+            "PATH": f"/opt/horizon/bin:{path}",
+            "PYTHONPATH": GRADER_ENV["PYTHONPATH"],
+            "HOME": home,
+            "PYTHONNOUSERSITE": "1",
+            "PYTHONSAFEPATH": "1",
+            "LANG": out.get("LANG", "C.UTF-8"),
+            "TERM": "xterm-256color",
+            "TEST_DIR": "/tests",
+        }
+    )
     if network:
         out["HORIZON_NETWORK"] = "1"
     else:

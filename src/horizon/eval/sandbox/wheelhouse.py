@@ -21,8 +21,17 @@ from pathlib import Path
 log = logging.getLogger("horizon.toolchain")
 
 # what graders ask for, and what those pull in (exceptiongroup/tomli only exist below Python 3.11)
-DISTRIBUTIONS = ("pytest", "pytest-json-ctrf", "pluggy", "iniconfig", "packaging", "pygments",
-                 "exceptiongroup", "tomli", "colorama")  # fmt: skip
+DISTRIBUTIONS = (
+    "pytest",
+    "pytest-json-ctrf",
+    "pluggy",
+    "iniconfig",
+    "packaging",
+    "pygments",
+    "exceptiongroup",
+    "tomli",
+    "colorama",
+)
 _SKIP = re.compile(r"(^|/)__pycache__/|\.pyc$|\.dist-info/(RECORD|INSTALLER|REQUESTED|direct_url\.json)$")
 
 

@@ -37,10 +37,13 @@ log = logging.getLogger("horizon.eval.tasks.benchmark")
 
 HARBOR_VERIFIER_TIMEOUT = 600.0  # harbor: VerifierConfig.timeout_sec
 TB1_AGENT_TIMEOUT, TB1_TEST_TIMEOUT = 360.0, 60.0  # terminal-bench: Task.max_*_timeout_sec
-TB1_FIELDS = {"instruction", "descriptions", "author_name", "author_email", "difficulty", "category", "tags",
-              "parser_name", "max_agent_timeout_sec", "max_test_timeout_sec", "run_tests_in_same_shell",
-              "disable_asciinema", "estimated_duration_sec", "expert_time_estimate_min",
-              "junior_time_estimate_min"}  # fmt: skip
+TB1_FIELDS = set(
+    (
+        "instruction descriptions author_name author_email difficulty category tags parser_name"
+        " max_agent_timeout_sec max_test_timeout_sec run_tests_in_same_shell disable_asciinema"
+        " estimated_duration_sec expert_time_estimate_min junior_time_estimate_min"
+    ).split()
+)
 TB1_PARSERS = ("pytest", "swebench")
 NETWORK_POLICIES = ("declared", "owner", "none")
 
@@ -187,19 +190,36 @@ def load_tb1(path: str | Path) -> Task:
         raise TaskError(tid, "task.yaml", "-", f"not valid YAML ({e})") from None
     if not isinstance(meta, dict):
         raise TaskError(tid, "task.yaml", "-", "expected a mapping")
-    warnings = [{"file": "task.yaml", "field": k, "message": "unknown field (terminal-bench ignores it; so does horizon)"}
-                for k in meta if k not in TB1_FIELDS]  # fmt: skip
+    warnings = [
+        {
+            "file": "task.yaml",
+            "field": k,
+            "message": "unknown field (terminal-bench ignores it; so does horizon)",
+        }
+        for k in meta
+        if k not in TB1_FIELDS
+    ]
     instruction = meta.get("instruction")
     if instruction is None and isinstance(meta.get("descriptions"), list):  # older TB1 layout
         base = [d for d in meta["descriptions"] if isinstance(d, dict) and d.get("key") == "base"]
         instruction = base[0].get("description") if base else None
-        warnings.append({"file": "task.yaml", "field": "descriptions",
-                         "message": "the older layout: its 'base' description is the instruction"})  # fmt: skip
+        warnings.append(
+            {
+                "file": "task.yaml",
+                "field": "descriptions",
+                "message": "the older layout: its 'base' description is the instruction",
+            }
+        )
     if not isinstance(instruction, str) or not instruction.strip():
         raise TaskError(tid, "task.yaml", "instruction", "missing or empty")
     if "difficulty" not in meta:
-        warnings.append({"file": "task.yaml", "field": "difficulty",
-                         "message": "missing (terminal-bench 0.2.18 requires it; loaded anyway)"})  # fmt: skip
+        warnings.append(
+            {
+                "file": "task.yaml",
+                "field": "difficulty",
+                "message": "missing (terminal-bench 0.2.18 requires it; loaded anyway)",
+            }
+        )
     parser = meta.get("parser_name") or "pytest"
     if parser not in TB1_PARSERS:
         raise TaskError(
@@ -224,18 +244,29 @@ def load_tb1(path: str | Path) -> Task:
             tid, "Dockerfile", "-", "missing (no Dockerfile, and docker-compose.yaml names no image)"
         )
     return Task(
-        id=tid, path=str(path), format="tb1", instruction=instruction.strip(),
-        agent_timeout=_num(tid, "task.yaml", "max_agent_timeout_sec", meta.get("max_agent_timeout_sec"), TB1_AGENT_TIMEOUT),
-        test_timeout=_num(tid, "task.yaml", "max_test_timeout_sec", meta.get("max_test_timeout_sec"), TB1_TEST_TIMEOUT),
+        id=tid,
+        path=str(path),
+        format="tb1",
+        instruction=instruction.strip(),
+        agent_timeout=_num(
+            tid, "task.yaml", "max_agent_timeout_sec", meta.get("max_agent_timeout_sec"), TB1_AGENT_TIMEOUT
+        ),
+        test_timeout=_num(
+            tid, "task.yaml", "max_test_timeout_sec", meta.get("max_test_timeout_sec"), TB1_TEST_TIMEOUT
+        ),
         docker_image=comp.image if comp else None,
-        build_context=str(context) if has_dockerfile else None, dockerfile=dockerfile,
+        build_context=str(context) if has_dockerfile else None,
+        dockerfile=dockerfile,
         workdir_files=str(path / "app") if (path / "app").is_dir() else None,
         workdir=_dockerfile_workdir(tid, context if has_dockerfile else None, dockerfile),
         cpus=comp.cpus if comp and comp.cpus else 1.0,
-        env=comp.environment if comp else {}, services=comp.services if comp else [],
-        parser=parser, same_shell=bool(meta.get("run_tests_in_same_shell", False)), warnings=warnings,
+        env=comp.environment if comp else {},
+        services=comp.services if comp else [],
+        parser=parser,
+        same_shell=bool(meta.get("run_tests_in_same_shell", False)),
+        warnings=warnings,
         extra={k: meta[k] for k in ("difficulty", "category", "tags") if k in meta},
-    )  # fmt: skip
+    )
 
 
 def _harbor_steps(tid: str, path: Path, meta: dict) -> list[Step]:
@@ -256,15 +287,29 @@ def _harbor_steps(tid: str, path: Path, meta: dict) -> list[Step]:
         if not (tests / "test.sh").is_file():
             raise TaskError(tid, f"steps/{name}/tests/test.sh", "-", "missing, and no shared tests/test.sh")
         agent, verifier = (raw.get(k) or {} for k in ("agent", "verifier"))
-        steps.append(Step(
-            name=name, instruction=hb.strip_canary(ins.read_text()).strip(), tests=str(tests),
-            agent_timeout=_num(tid, "task.toml", f"steps[{i}].agent.timeout_sec", agent.get("timeout_sec"), None),
-            # harbor: a step's verifier is a fresh VerifierConfig, so 600 s unless the step sets its own
-            test_timeout=_num(tid, "task.toml", f"steps[{i}].verifier.timeout_sec", verifier.get("timeout_sec"), HARBOR_VERIFIER_TIMEOUT),
-            min_reward=raw.get("min_reward"),
-            workdir_files=str(d / "workdir") if (d / "workdir").is_dir() else None,
-            solution=str(d / "solution" / "solve.sh") if (d / "solution" / "solve.sh").is_file() else None,
-        ))  # fmt: skip
+        steps.append(
+            Step(
+                name=name,
+                instruction=hb.strip_canary(ins.read_text()).strip(),
+                tests=str(tests),
+                agent_timeout=_num(
+                    tid, "task.toml", f"steps[{i}].agent.timeout_sec", agent.get("timeout_sec"), None
+                ),
+                # harbor: a step's verifier is a fresh VerifierConfig, so 600 s unless the step sets its own
+                test_timeout=_num(
+                    tid,
+                    "task.toml",
+                    f"steps[{i}].verifier.timeout_sec",
+                    verifier.get("timeout_sec"),
+                    HARBOR_VERIFIER_TIMEOUT,
+                ),
+                min_reward=raw.get("min_reward"),
+                workdir_files=str(d / "workdir") if (d / "workdir").is_dir() else None,
+                solution=str(d / "solution" / "solve.sh")
+                if (d / "solution" / "solve.sh").is_file()
+                else None,
+            )
+        )
     return steps
 
 
@@ -307,24 +352,38 @@ def load_harbor(path: str | Path) -> Task:
     context = envdir if (envdir / "Dockerfile").exists() else None
     workdir = env.get("workdir") or _dockerfile_workdir(tid, context, "Dockerfile")
     return Task(
-        id=tid, path=str(path), format="harbor",
+        id=tid,
+        path=str(path),
+        format="harbor",
         instruction=hb.strip_canary(ins.read_text()).strip() if ins.exists() else "",
         agent_timeout=_num(tid, "task.toml", "agent.timeout_sec", agent.get("timeout_sec"), None),
-        test_timeout=_num(tid, "task.toml", "verifier.timeout_sec", verifier.get("timeout_sec"), HARBOR_VERIFIER_TIMEOUT),
-        docker_image=image, build_context=str(context) if context else None,
+        test_timeout=_num(
+            tid, "task.toml", "verifier.timeout_sec", verifier.get("timeout_sec"), HARBOR_VERIFIER_TIMEOUT
+        ),
+        docker_image=image,
+        build_context=str(context) if context else None,
         workdir_files=str(envdir / "files") if (envdir / "files").is_dir() else None,
         cpus=_num(tid, "task.toml", "environment.cpus", env.get("cpus"), 1.0),
         memory_mb=_size_mb(tid, "task.toml", env, "memory", 2048),
         storage_mb=_size_mb(tid, "task.toml", env, "storage", 4096),
-        allow_internet=network == "public", network=network, workdir=workdir,
+        allow_internet=network == "public",
+        network=network,
+        workdir=workdir,
         env=_strings(tid, "task.toml", "environment.env", env.get("env")),
         verifier_env=_strings(tid, "task.toml", "verifier.env", verifier.get("env")),
-        solution_env=_strings(tid, "task.toml", "solution.env", _table(tid, "task.toml", meta, "solution").get("env")),
-        build_timeout=_num(tid, "task.toml", "environment.build_timeout_sec", env.get("build_timeout_sec"), 600.0),
-        steps=steps, reward_strategy=strategy,
+        solution_env=_strings(
+            tid, "task.toml", "solution.env", _table(tid, "task.toml", meta, "solution").get("env")
+        ),
+        build_timeout=_num(
+            tid, "task.toml", "environment.build_timeout_sec", env.get("build_timeout_sec"), 600.0
+        ),
+        steps=steps,
+        reward_strategy=strategy,
         warnings=[{"file": "task.toml", "field": k, "message": m} for k, m in hb.unknown_fields(meta)],
-        extra={k: v for k, v in (meta.get("metadata") or {}).items() if isinstance(v, str | int | float | list)},
-    )  # fmt: skip
+        extra={
+            k: v for k, v in (meta.get("metadata") or {}).items() if isinstance(v, str | int | float | list)
+        },
+    )
 
 
 def sandbox_spec(task: Task, name: str, labels: dict | None = None, network: str = "declared") -> SandboxSpec:
@@ -358,8 +417,13 @@ def task_root(root: Path, fmt: str) -> Path:
     marker = MARKERS[fmt]
     if any((p / marker).exists() for p in root.iterdir() if p.is_dir()):
         return root
-    inner = [p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")
-             and any((q / marker).exists() for q in p.iterdir() if q.is_dir())]  # fmt: skip
+    inner = [
+        p
+        for p in root.iterdir()
+        if p.is_dir()
+        and not p.name.startswith(".")
+        and any((q / marker).exists() for q in p.iterdir() if q.is_dir())
+    ]
     return inner[0] if len(inner) == 1 else root
 
 

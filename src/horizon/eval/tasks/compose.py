@@ -51,9 +51,12 @@ def _sub(text: str, names: dict[str, str]) -> str:
 def task_names(task_id: str) -> dict[str, str]:
     """The T_BENCH_* values of one task (names as terminal-bench forms them)."""
     prefix = f"tb__{task_id.replace('.', '-')}"
-    return {**T_BENCH, "T_BENCH_TASK_DOCKER_NAME_PREFIX": prefix,
-            "T_BENCH_TASK_DOCKER_CLIENT_IMAGE_NAME": f"{prefix}__client",
-            "T_BENCH_TASK_DOCKER_CLIENT_CONTAINER_NAME": f"{prefix}__client"}  # fmt: skip
+    return {
+        **T_BENCH,
+        "T_BENCH_TASK_DOCKER_NAME_PREFIX": prefix,
+        "T_BENCH_TASK_DOCKER_CLIENT_IMAGE_NAME": f"{prefix}__client",
+        "T_BENCH_TASK_DOCKER_CLIENT_CONTAINER_NAME": f"{prefix}__client",
+    }
 
 
 def _environment(raw) -> dict[str, str]:

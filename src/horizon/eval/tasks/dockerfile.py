@@ -21,8 +21,7 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
-IGNORED = {"COMMENT", "LABEL", "MAINTAINER", "EXPOSE", "CMD", "ENTRYPOINT", "HEALTHCHECK",
-           "STOPSIGNAL", "VOLUME", "ARG"}  # fmt: skip
+IGNORED = set("COMMENT LABEL MAINTAINER EXPOSE CMD ENTRYPOINT HEALTHCHECK STOPSIGNAL VOLUME ARG".split())
 ROOT_USERS = {"root", "0", "root:root", "0:0"}
 _VAR = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?[-+])([^}]*))?\}|([A-Za-z_][A-Za-z0-9_]*))")
 

@@ -15,14 +15,29 @@ from __future__ import annotations
 import re
 
 # the names harbor 0.26.0's task models define (harbor/models/task/config.py), by table
-TOP = {"schema_version", "version", "task", "metadata", "verifier", "agent", "environment", "solution",
-       "source", "multi_step_reward_strategy", "steps", "artifacts"}  # fmt: skip
+TOP = set(
+    (
+        "schema_version version task metadata verifier agent environment solution source"
+        " multi_step_reward_strategy steps artifacts"
+    ).split()
+)
 AGENT = {"timeout_sec", "user", "network_mode", "allowed_hosts"}
-VERIFIER = {"timeout_sec", "env", "user", "environment_mode", "environment", "collect", "network_mode",
-            "allowed_hosts"}  # fmt: skip
-ENVIRONMENT = {"build_timeout_sec", "docker_image", "os", "cpus", "memory_mb", "storage_mb", "gpus", "gpu_types",
-               "tpu", "mcp_servers", "env", "skills_dir", "healthcheck", "workdir", "network_mode",
-               "allowed_hosts", "allow_internet", "memory", "storage"}  # fmt: skip
+VERIFIER = {
+    "timeout_sec",
+    "env",
+    "user",
+    "environment_mode",
+    "environment",
+    "collect",
+    "network_mode",
+    "allowed_hosts",
+}
+ENVIRONMENT = set(
+    (
+        "build_timeout_sec docker_image os cpus memory_mb storage_mb gpus gpu_types tpu mcp_servers env"
+        " skills_dir healthcheck workdir network_mode allowed_hosts allow_internet memory storage"
+    ).split()
+)
 SOLUTION = {"env"}
 STEP = {"name", "agent", "verifier", "min_reward", "healthcheck", "artifacts"}
 TABLES = {"agent": AGENT, "verifier": VERIFIER, "environment": ENVIRONMENT, "solution": SOLUTION}
@@ -60,8 +75,11 @@ def unknown_fields(meta: dict) -> list[tuple[str, str]]:
     for table, known in TABLES.items():
         section = meta.get(table)
         if isinstance(section, dict):
-            out += [(f"{table}.{k}", "unknown field (Harbor ignores it; so does horizon)")
-                    for k in section if k not in known]  # fmt: skip
+            out += [
+                (f"{table}.{k}", "unknown field (Harbor ignores it; so does horizon)")
+                for k in section
+                if k not in known
+            ]
     for (table, key), why in NOT_APPLIED.items():
         section = meta if not table else meta.get(table)
         if isinstance(section, dict) and section.get(key) not in (None, [], {}, ""):
@@ -73,8 +91,11 @@ def unknown_fields(meta: dict) -> list[tuple[str, str]]:
         out.append(("environment.os", f"{env['os']!r}: only linux tasks run here"))
     for i, step in enumerate(meta.get("steps") or []):
         if isinstance(step, dict):
-            out += [(f"steps[{i}].{k}", "unknown field (Harbor ignores it; so does horizon)")
-                    for k in step if k not in STEP]  # fmt: skip
+            out += [
+                (f"steps[{i}].{k}", "unknown field (Harbor ignores it; so does horizon)")
+                for k in step
+                if k not in STEP
+            ]
     return out
 
 

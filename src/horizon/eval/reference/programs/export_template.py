@@ -41,8 +41,12 @@ run_harbor, run_tb1 = loop.run_harbor, loop.run_tb1
 # ---------------------------------------------------------------------------------------------
 # export: every turn kind as a template (markers rendered, then turned into placeholders)
 
-M = {k: f"\u27e6{k}\u27e7" for k in ("instruction", "screen", "output", "error", "warnings", "command",
-                                      "timeout_sec", "limit", "summary", "questions", "answers")}  # fmt: skip
+M = {
+    k: f"\u27e6{k}\u27e7"
+    for k in tuple(
+        "instruction screen output error warnings command timeout_sec limit summary questions answers".split()
+    )
+}
 
 
 def _template(text: str, *names: str) -> str:
@@ -59,8 +63,14 @@ def _user_turns(s) -> list[str]:
 
 def _export_turns(variant: str) -> dict:
     """Turns that follow a model answer: run their loop with the parser's result forced."""
-    base = {"variant": variant, "instruction": M["instruction"], "limit": 10**9, "output_limit": M["limit"],
-            "outputs": ["$ ", M["output"]], "screens": [M["screen"]]}  # fmt: skip
+    base = {
+        "variant": variant,
+        "instruction": M["instruction"],
+        "limit": 10**9,
+        "output_limit": M["limit"],
+        "outputs": ["$ ", M["output"]],
+        "screens": [M["screen"]],
+    }
     run = run_harbor if variant == "harbor" else run_tb1
     ok = {"commands": [["ls\n", 0.1]]}
     err, warn = {"error": M["error"]}, {"warning": M["warnings"]}
@@ -75,8 +85,15 @@ def _export_turns(variant: str) -> dict:
         s = run({**base, "parsed": parsed, "replies": [{"text": "x"}, {"text": "x"}]})
         turns[kind] = _template(_user_turns(s)[1], *names)
     slow = {"commands": [[M["command"], 7.25]]}
-    s = run({**base, "parsed": [slow], "timeouts": [0], "replies": [{"text": "x"}, {"text": "x"}],
-             "outputs": ["$ ", M["screen"]]})  # fmt: skip
+    s = run(
+        {
+            **base,
+            "parsed": [slow],
+            "timeouts": [0],
+            "replies": [{"text": "x"}, {"text": "x"}],
+            "outputs": ["$ ", M["screen"]],
+        }
+    )
     timeout = _user_turns(s)[1].replace("7.25", M["timeout_sec"])  # the turn is the timeout text itself
     turns["timeout"] = _template(timeout, "command", "timeout_sec", "screen")
     for kind, parsed, names in (
@@ -92,10 +109,22 @@ def _export_turns(variant: str) -> dict:
 def _export_summary(variant: str) -> dict:
     """The summarisation prompts: a proactive summary right before the second call."""
     run = run_harbor if variant == "harbor" else run_tb1
-    replies = [{"text": "x"}, {"text": M["summary"]}, {"text": M["questions"]}, {"text": M["answers"]},
-               {"text": "x"}]  # fmt: skip
-    sc = {"variant": variant, "instruction": M["instruction"], "outputs": ["$ ", "out"],
-          "screens": [M["screen"]], "parsed": [{"commands": []}], "replies": replies, "threshold": 8000}  # fmt: skip
+    replies = [
+        {"text": "x"},
+        {"text": M["summary"]},
+        {"text": M["questions"]},
+        {"text": M["answers"]},
+        {"text": "x"},
+    ]
+    sc = {
+        "variant": variant,
+        "instruction": M["instruction"],
+        "outputs": ["$ ", "out"],
+        "screens": [M["screen"]],
+        "parsed": [{"commands": []}],
+        "replies": replies,
+        "threshold": 8000,
+    }
     first = run({**sc, "limit": 10**9})
     sc["limit"] = (
         tokens(first.calls[1]["messages"][:-1]) + 7999
@@ -116,15 +145,23 @@ def _export_summary(variant: str) -> dict:
 def _export_fallbacks() -> dict:
     """Harbor's fallbacks when the summary fails on overflow: a short summary, then none. The third
     call overflows; unwinding drops the second exchange and keeps the first, so a summary is tried."""
-    sc = {"variant": "harbor", "instruction": M["instruction"], "outputs": ["$ ", "y" * 9000, "z" * 9000],
-          "screens": [M["screen"]], "parsed": [{"commands": []}], "threshold": 0}  # fmt: skip
+    sc = {
+        "variant": "harbor",
+        "instruction": M["instruction"],
+        "outputs": ["$ ", "y" * 9000, "z" * 9000],
+        "screens": [M["screen"]],
+        "parsed": [{"commands": []}],
+        "threshold": 0,
+    }
     first = run_harbor({**sc, "limit": 10**9, "replies": [{"text": "x"}] * 3})
     sc["limit"] = tokens(first.calls[2]["messages"]) - 1
     x, fail = {"text": "x"}, {"fail": True}
     s = run_harbor({**sc, "replies": [x, x, fail, {"text": M["summary"]}, x]})
     p = _user_turns(s)
-    out = {"short_summary_request": _template(p[-2], "instruction", "screen"),
-           "short_handoff": _template(p[-1], "instruction", "summary")}  # fmt: skip
+    out = {
+        "short_summary_request": _template(p[-2], "instruction", "screen"),
+        "short_handoff": _template(p[-1], "instruction", "summary"),
+    }
     s = run_harbor({**sc, "replies": [x, x, fail, fail, x]})
     out["fallback_handoff"] = _template(_user_turns(s)[-1], "instruction", "screen")
     return out
@@ -145,8 +182,14 @@ def _overflow_prompt(variant: str) -> str:
     summarise, so the handoff is the instruction itself) and look at the next send."""
     limit = 9000  # above terminal-bench's fixed proactive threshold, so only the overflow path runs
     instruction = "I" * (4 * limit)
-    sc = {"variant": variant, "instruction": instruction, "outputs": ["$ "], "limit": limit,
-          "parsed": [{"commands": []}], "replies": [{"text": "x"}] * 3}  # fmt: skip
+    sc = {
+        "variant": variant,
+        "instruction": instruction,
+        "outputs": ["$ "],
+        "limit": limit,
+        "parsed": [{"commands": []}],
+        "replies": [{"text": "x"}] * 3,
+    }
     calls = (run_harbor if variant == "harbor" else run_tb1)(sc).calls
     prompt, sent = calls[0]["messages"][-1]["content"], calls[1]["messages"][-1]["content"]
     if sent == instruction:
@@ -176,10 +219,14 @@ def op_export(req: dict) -> dict:
         **_export_turns(variant),
         **_export_summary(variant),
         "overflow_prompt": _overflow_prompt(variant),
-        "loop": {"variant": variant, "summary_in_history": variant == "tb1",
-                 "repeat_length_error": variant == "tb1", "overflow_fallbacks": variant == "harbor"},
+        "loop": {
+            "variant": variant,
+            "summary_in_history": variant == "tb1",
+            "repeat_length_error": variant == "tb1",
+            "overflow_fallbacks": variant == "harbor",
+        },
         "parser_module": str(site_file(variant)),
-    }  # fmt: skip
+    }
     return out
 
 

@@ -255,11 +255,14 @@ def run_harbor(sc: dict) -> Script:
 
     with tempfile.TemporaryDirectory() as logs:
         agent = agent_class("harbor")(
-            logs_dir=Path(logs), model_name="openai/conformance", max_turns=sc.get("max_episodes", 50),
-            suppress_max_turns_warning=True, record_terminal_session=False,
+            logs_dir=Path(logs),
+            model_name="openai/conformance",
+            max_turns=sc.get("max_episodes", 50),
+            suppress_max_turns_warning=True,
+            record_terminal_session=False,
             enable_summarize=sc.get("summarize", True),
             proactive_summarization_threshold=sc.get("threshold", 8000),
-        )  # fmt: skip
+        )
         agent._llm = LLM()
         agent._session = Session()
         agent._count_total_tokens = lambda chat: tokens(chat.messages)

@@ -98,8 +98,15 @@ def _build(c, spec: SandboxSpec, base_image: str, image_map: dict, tag: str) -> 
         if image_map
         else None
     )
-    kw = {"path": str(spec.dockerfile_dir), "tag": tag, "rm": True, "forcerm": True,
-          "buildargs": {"BASE_IMAGE": base_image}, "network_mode": "none", "dockerfile": spec.dockerfile}  # fmt: skip
+    kw = {
+        "path": str(spec.dockerfile_dir),
+        "tag": tag,
+        "rm": True,
+        "forcerm": True,
+        "buildargs": {"BASE_IMAGE": base_image},
+        "network_mode": "none",
+        "dockerfile": spec.dockerfile,
+    }
     name = f".horizon-{tag.split(':')[-1]}.Dockerfile"
     try:
         if mapped is not None:  # the Dockerfile with its FROM mapped, beside it in the context
@@ -123,8 +130,11 @@ def _build(c, spec: SandboxSpec, base_image: str, image_map: dict, tag: str) -> 
 
 def ensure_image(c, spec: SandboxSpec, base_image: str, image_map: dict | None = None) -> str:
     if len(spec.services) > 1:
-        raise Unsupported(f"docker-compose.yaml has {len(spec.services)} services ({', '.join(spec.services)}): "
-                          "one container runs one", "docker")  # fmt: skip
+        raise Unsupported(
+            f"docker-compose.yaml has {len(spec.services)} services ({', '.join(spec.services)}): "
+            "one container runs one",
+            "docker",
+        )
     if spec.image and not spec.dockerfile_dir:
         return _pull(c, spec)
     if spec.image and image_present(

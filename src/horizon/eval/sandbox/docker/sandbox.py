@@ -105,11 +105,18 @@ class DockerSandbox(Sandbox):
         self.started_at = int(time.time()) - 1
         try:
             self.container = c.containers.run(
-                image, command=PID1, detach=True, labels=labels, working_dir=self._workdir,
-                network_mode=None if self.spec.allow_internet else "none", hostname="box",
-                nano_cpus=int(self.spec.cpus * 1e9), mem_limit=f"{self.spec.memory_mb}m",
-                pids_limit=self.max_processes, environment={"TERM": "xterm-256color", **self.spec.env},
-            )  # fmt: skip
+                image,
+                command=PID1,
+                detach=True,
+                labels=labels,
+                working_dir=self._workdir,
+                network_mode=None if self.spec.allow_internet else "none",
+                hostname="box",
+                nano_cpus=int(self.spec.cpus * 1e9),
+                mem_limit=f"{self.spec.memory_mb}m",
+                pids_limit=self.max_processes,
+                environment={"TERM": "xterm-256color", **self.spec.env},
+            )
         except daemon as e:
             raise SandboxError(f"{self.spec.name}: starting a container of {image} failed: {e}") from None
         self.exec(["mkdir", "-p", self._workdir, "/logs"], timeout=30, cwd="/")
@@ -168,8 +175,15 @@ class DockerSandbox(Sandbox):
         api = self.container.client.api
         daemon, _ = sdk_errors()
         try:
-            ex = api.exec_create(self.container.id, cmd, workdir=cwd or self.workdir, environment=env or {}, stdout=True,
-                                 stderr=True, user=user)  # fmt: skip
+            ex = api.exec_create(
+                self.container.id,
+                cmd,
+                workdir=cwd or self.workdir,
+                environment=env or {},
+                stdout=True,
+                stderr=True,
+                user=user,
+            )
             stream = api.exec_start(ex["Id"], stream=True, demux=True)
             out, err = bytearray(), bytearray()
             for o, e in stream:
@@ -271,21 +285,33 @@ class DockerSandbox(Sandbox):
         """How a container that is no longer running ended, from its state and the daemon's events."""
         code = state.get("ExitCode")
         if state.get("OOMKilled"):
-            return Diagnosis("exhausted", f"the container's memory limit ({self.spec.memory_mb} MB) "
-                                          f"OOM-killed it (exit {code})")  # fmt: skip
+            return Diagnosis(
+                "exhausted",
+                f"the container's memory limit ({self.spec.memory_mb} MB) OOM-killed it (exit {code})",
+            )
         signals = self._kills_through_the_daemon()
         if signals:
-            return Diagnosis("lost", f"the container was killed through the Docker daemon (signal "
-                                     f"{', '.join(signals)}; exit {code}), not from inside")  # fmt: skip
-        return Diagnosis("killed", f"the container exited ({code}) while the daemon is up, nobody killed it "
-                                   "through the daemon, and its pid 1 ignores signals from inside")  # fmt: skip
+            return Diagnosis(
+                "lost",
+                f"the container was killed through the Docker daemon (signal "
+                f"{', '.join(signals)}; exit {code}), not from inside",
+            )
+        return Diagnosis(
+            "killed",
+            f"the container exited ({code}) while the daemon is up, nobody killed it "
+            "through the daemon, and its pid 1 ignores signals from inside",
+        )
 
     def _kills_through_the_daemon(self) -> list[str]:
         """Signals sent to the container through the daemon's API since it started (`docker kill`, ...)."""
         daemon, _ = sdk_errors()
         try:
-            events = self.container.client.events(since=self.started_at, until=int(time.time()) + 1, decode=True,
-                                                  filters={"container": self.container.id, "event": "kill"})  # fmt: skip
+            events = self.container.client.events(
+                since=self.started_at,
+                until=int(time.time()) + 1,
+                decode=True,
+                filters={"container": self.container.id, "event": "kill"},
+            )
             return [e.get("Actor", {}).get("Attributes", {}).get("signal", "?") for e in events]
         except daemon:
             return ["unknown (the daemon's events could not be read)"]

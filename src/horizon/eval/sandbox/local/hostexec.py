@@ -62,15 +62,27 @@ class HostResult:
     killed: bool  # the host deadline passed and the command was killed
 
 
-def run_capped(argv: list[str], env: dict, cap: int, deadline: float | None = None,
-               input: bytes | None = None, pass_fds: tuple = ()) -> HostResult:  # fmt: skip
+def run_capped(
+    argv: list[str],
+    env: dict,
+    cap: int,
+    deadline: float | None = None,
+    input: bytes | None = None,
+    pass_fds: tuple = (),
+) -> HostResult:
     """Run argv (a clean, explicit environment; cwd /) and read what it prints, bounded. At the deadline
     its whole process group is killed: what it started inside a sandbox too (from the host, across
     the pid namespace), except what left the group (a daemon such as tmux's server)."""
     p = subprocess.Popen(
-        argv, env=env, cwd="/", pass_fds=pass_fds, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL, start_new_session=True,
-    )  # fmt: skip
+        argv,
+        env=env,
+        cwd="/",
+        pass_fds=pass_fds,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
+        start_new_session=True,
+    )
     out, err = Capped(p.stdout, cap), Capped(p.stderr, cap)
     if input is not None:
         threading.Thread(target=_feed, args=(p.stdin, input), daemon=True).start()
@@ -149,8 +161,9 @@ class InitChannel:
             if (key in msg or "error" in msg) and (pid is None or msg.get(key) == pid):
                 return msg
 
-    def run(self, argv: list[str], env: dict, cwd: str, input: bytes | None, cap: int,
-            timeout: float | None) -> HostResult:  # fmt: skip
+    def run(
+        self, argv: list[str], env: dict, cwd: str, input: bytes | None, cap: int, timeout: float | None
+    ) -> HostResult:
         with self.lock:
             out_r, out_w = os.pipe()
             err_r, err_w = os.pipe()

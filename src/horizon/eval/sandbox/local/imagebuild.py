@@ -111,8 +111,10 @@ def static_reasons(plan: df.Plan, packages: frozenset[str] | set[str] | None = N
         if s.kind == "RUN" and packages:
             missing = [p for p in apt_packages(s.text) if p not in packages]
             if missing:
-                reasons.append(f"{plan.file}: line {s.line}: RUN: apt-get install of {', '.join(missing)}, "
-                               "which the host (the stand-in image) lacks")  # fmt: skip
+                reasons.append(
+                    f"{plan.file}: line {s.line}: RUN: apt-get install of {', '.join(missing)}, "
+                    "which the host (the stand-in image) lacks"
+                )
     return reasons
 
 
@@ -245,8 +247,10 @@ def build_script(img: LocalImage) -> str:
         if s.kind == "ENV":
             lines += [f"export {k}={shlex.quote(v)}" for k, v in s.args]
         elif s.kind == "WORKDIR":
-            lines.append(f"mkdir -p {shlex.quote(s.args[0])} && cd {shlex.quote(s.args[0])} || "
-                         f"{{ echo 'horizon-step {s.line} 1'; exit 1; }}")  # fmt: skip
+            lines.append(
+                f"mkdir -p {shlex.quote(s.args[0])} && cd {shlex.quote(s.args[0])} || "
+                f"{{ echo 'horizon-step {s.line} 1'; exit 1; }}"
+            )
         elif s.kind == "RUN":
             lines.append(f'( {_q(s.args)} ) || {{ echo "horizon-step {s.line} $?"; exit 1; }}')
         elif s.kind in ("COPY", "ADD"):
@@ -292,8 +296,11 @@ def mount_script(image: LocalImage, rebind_tools: bool) -> str:
     for top in image.system:
         lines.append(f"mount -n -t overlay -o lowerdir=/run/horizon/lower/{top}:/{top} horizon-{top} /{top}")
     if rebind_tools:  # an overlay on /opt hid the toolchain's mount point
-        lines += ["mkdir -p /opt/horizon", "mount -n --bind /run/horizon/tools /opt/horizon",
-                  "mount -n -o remount,bind,ro /opt/horizon"]  # fmt: skip
+        lines += [
+            "mkdir -p /opt/horizon",
+            "mount -n --bind /run/horizon/tools /opt/horizon",
+            "mount -n -o remount,bind,ro /opt/horizon",
+        ]
     if not image.inside:  # a build still needs the upper layer for the directories its RUN steps make
         lines.append("umount -n -l /run/horizon/lower /run/horizon/upper")
     lines += [f"touch -h -d @{FIXED_MTIME} /{top}" for top in image.writable]

@@ -107,8 +107,15 @@ class Cgroup:
         self.version, self.dirs = version, dirs
 
     @classmethod
-    def create(cls, name: str, memory_mb: int, max_processes: int, cpus: float,
-               mountinfo: str = "/proc/self/mountinfo", proc_cgroup: str = "/proc/self/cgroup") -> Cgroup:  # fmt: skip
+    def create(
+        cls,
+        name: str,
+        memory_mb: int,
+        max_processes: int,
+        cpus: float,
+        mountinfo: str = "/proc/self/mountinfo",
+        proc_cgroup: str = "/proc/self/cgroup",
+    ) -> Cgroup:
         leaf = f"{PREFIX}{os.getpid()}-{re.sub(r'[^A-Za-z0-9_.-]', '_', name)[:40]}-{uuid.uuid4().hex[:6]}"
         v2_mount, v1_mounts = _mounts(mountinfo)
         v2_own, v1_own = _own_paths(proc_cgroup)

@@ -31,15 +31,31 @@ class UserNet:
         ready_r, ready_w = os.pipe()
         exit_r, exit_w = os.pipe()
         user, net = sb.ns["user"], sb.ns["net"]
-        argv = [tool, "--configure", "--mtu=65520", "--disable-host-loopback", "--enable-sandbox", "--enable-seccomp",
-                f"--ready-fd={ready_w}", f"--exit-fd={exit_r}", f"--userns-path=/proc/self/fd/{user}",
-                "--netns-type=path", f"/proc/self/fd/{net}", "tap0"]  # fmt: skip
+        argv = [
+            tool,
+            "--configure",
+            "--mtu=65520",
+            "--disable-host-loopback",
+            "--enable-sandbox",
+            "--enable-seccomp",
+            f"--ready-fd={ready_w}",
+            f"--exit-fd={exit_r}",
+            f"--userns-path=/proc/self/fd/{user}",
+            "--netns-type=path",
+            f"/proc/self/fd/{net}",
+            "tap0",
+        ]
         if setpriv is not None and os.stat("/dev/net/tun").st_mode & 0o006 == 0o006:
             argv = [setpriv, f"--reuid={sb.uid}", f"--regid={sb.uid}", "--clear-groups", *argv]
         proc = subprocess.Popen(
-            [*join_prefix(sb.cgroup), *argv], env=dict(HOST_ENV), cwd="/", stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, pass_fds=(ready_w, exit_r, user, net),
-        )  # fmt: skip
+            [*join_prefix(sb.cgroup), *argv],
+            env=dict(HOST_ENV),
+            cwd="/",
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            pass_fds=(ready_w, exit_r, user, net),
+        )
         os.close(ready_w)
         os.close(exit_r)
         got = select.select([ready_r], [], [], timeout)[0] and os.read(ready_r, 1)

@@ -102,8 +102,15 @@ def _init_python() -> tuple[str, list[str]]:
 class LocalSandbox(Sandbox):
     grader_home = "/opt/horizon/home"
 
-    def __init__(self, spec: SandboxSpec, toolchain: str | Path | None = None, hostname: str = "box",
-                 limits: str = "auto", image_map: dict | None = None, base_image: str | None = None):  # fmt: skip
+    def __init__(
+        self,
+        spec: SandboxSpec,
+        toolchain: str | Path | None = None,
+        hostname: str = "box",
+        limits: str = "auto",
+        image_map: dict | None = None,
+        base_image: str | None = None,
+    ):
         # image_map, base_image: docker's options; here the host's userland stands in for every FROM image
         if limits not in ("auto", "cgroup", "rlimit"):
             raise ValueError(f"sandbox_options.limits: {limits!r} (allowed: auto, cgroup, rlimit)")
@@ -196,26 +203,90 @@ class LocalSandbox(Sandbox):
         # each scratch tmpfs may take half the memory (a full one fails with ENOSPC, not the OOM killer);
         # together they are bounded by the cgroup, which their pages are charged to
         mem, app = str(self.spec.memory_mb << 19), str(self.spec.storage_mb << 20)
-        argv += ["--dev", "/dev", "--proc", "/proc", "--size", mem, "--tmpfs", "/tmp", "--size", mem, "--tmpfs", "/var/tmp",
-                 "--size", mem, "--tmpfs", "/root", "--size", str(64 << 20), "--tmpfs", "/run",
-                 "--ro-bind", str(self.root / "image"), "/run/horizon/lower", "--size", app, "--tmpfs", "/run/horizon/upper",
-                 "--dir", "/tests", "--dir", "/logs"]  # fmt: skip
+        argv += [
+            "--dev",
+            "/dev",
+            "--proc",
+            "/proc",
+            "--size",
+            mem,
+            "--tmpfs",
+            "/tmp",
+            "--size",
+            mem,
+            "--tmpfs",
+            "/var/tmp",
+            "--size",
+            mem,
+            "--tmpfs",
+            "/root",
+            "--size",
+            str(64 << 20),
+            "--tmpfs",
+            "/run",
+            "--ro-bind",
+            str(self.root / "image"),
+            "/run/horizon/lower",
+            "--size",
+            app,
+            "--tmpfs",
+            "/run/horizon/upper",
+            "--dir",
+            "/tests",
+            "--dir",
+            "/logs",
+        ]
         for top in self.image.writable:
             if top not in ("tmp", "root"):
                 argv += ["--dir", f"/{top}"]
         if self.image.inside:
-            argv += ["--ro-bind", str(self.root / "build"), "/run/horizon/build",
-                     "--ro-bind", str(self._context()), "/run/horizon/context"]  # fmt: skip
+            argv += [
+                "--ro-bind",
+                str(self.root / "build"),
+                "/run/horizon/build",
+                "--ro-bind",
+                str(self._context()),
+                "/run/horizon/context",
+            ]
         argv += (
             ["--ro-bind", str(tools), "/opt/horizon"] if tools is not None else ["--dir", self.grader_home]
         )
         if tools is not None and "opt" in self.image.writable:
             argv += ["--ro-bind", str(tools), "/run/horizon/tools"]
         sealed = [] if self.image.inside else ["--remount-ro", "/"]  # a build seals / itself once it is done
-        return [*argv, *sealed, "--uid", "0", "--gid", "0", "--hostname", self.hostname, "--chdir", "/",
-                "--clearenv", "--setenv", "PATH", PATH, "--setenv", "HOME", "/root", "--setenv", "LANG", "C.UTF-8",
-                "--info-fd", str(info_fd), "--", py, "-I", "-S", "-c", INIT, str(chan_fd),
-                json.dumps(self._rlimits()), MARKER]  # fmt: skip
+        return [
+            *argv,
+            *sealed,
+            "--uid",
+            "0",
+            "--gid",
+            "0",
+            "--hostname",
+            self.hostname,
+            "--chdir",
+            "/",
+            "--clearenv",
+            "--setenv",
+            "PATH",
+            PATH,
+            "--setenv",
+            "HOME",
+            "/root",
+            "--setenv",
+            "LANG",
+            "C.UTF-8",
+            "--info-fd",
+            str(info_fd),
+            "--",
+            py,
+            "-I",
+            "-S",
+            "-c",
+            INIT,
+            str(chan_fd),
+            json.dumps(self._rlimits()),
+            MARKER,
+        ]
 
     def _context(self) -> Path:
         """The build context the Dockerfile's later COPY steps read (a private copy where the original is
@@ -252,9 +323,14 @@ class LocalSandbox(Sandbox):
             ]
         try:
             self.proc = subprocess.Popen(
-                [*cgroups.join_prefix(self.cgroup), *argv], env=dict(HOST_ENV), cwd="/", stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, pass_fds=(info_w, theirs.fileno()),
-            )  # fmt: skip
+                [*cgroups.join_prefix(self.cgroup), *argv],
+                env=dict(HOST_ENV),
+                cwd="/",
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                pass_fds=(info_w, theirs.fileno()),
+            )
         finally:
             os.close(info_w)
             theirs.close()
@@ -376,8 +452,14 @@ class LocalSandbox(Sandbox):
             argv = ["bash", "-c", argv]
         if not self.alive() or self.chan is None:
             raise SandboxError(f"{self.spec.name}: the sandbox is not running")
-        full_env = {"PATH": PATH, "HOME": "/root", "LANG": "C.UTF-8", "TERM": "xterm-256color",
-                    **self.image_env(), **(env or {})}  # fmt: skip
+        full_env = {
+            "PATH": PATH,
+            "HOME": "/root",
+            "LANG": "C.UTF-8",
+            "TERM": "xterm-256color",
+            **self.image_env(),
+            **(env or {}),
+        }
         r = self.chan.run(list(argv), full_env, cwd or self.workdir, input, max_bytes, timeout)
         return ExecResult(
             r.rc, r.stdout.decode("utf-8", "replace"), r.stderr.decode("utf-8", "replace"), r.killed

@@ -27,17 +27,18 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 PROVIDED_FILE = os.path.join(ROOT, "wheels", "provided.json")
 # options of uv's commands that take a value (the value is never a requirement or a command)
-VALUE_OPTS = {
-    "-p", "--python", "-w", "--with", "--with-editable", "--with-requirements", "--from", "--project",
-    "--directory", "-i", "--index-url", "--extra-index-url", "--index", "--default-index", "-f",
-    "--find-links", "-r", "--requirements", "--requirement", "-c", "--constraints", "--constraint",
-    "--overrides", "--override", "--group", "--extra", "--package", "--cache-dir", "--config-file",
-    "--env-file", "--script", "-e", "--editable", "-o", "--output-file", "--prompt", "--link-mode",
-    "--resolution", "--prerelease", "--exclude-newer", "--python-platform", "--index-strategy",
-    "--keyring-provider", "--color", "-b", "--build-constraints", "-C", "--config-setting", "--name",
-    "--target", "--prefix", "--dev-group", "--optional", "--branch", "--tag", "--rev", "--bounds",
-    "--upgrade-package", "-P", "--reinstall-package", "--torch-backend", "--allow-insecure-host",
-}  # fmt: skip
+VALUE_OPTS = set(
+    (
+        "-p --python -w --with --with-editable --with-requirements --from --project --directory -i"
+        " --index-url --extra-index-url --index --default-index -f --find-links -r --requirements"
+        " --requirement -c --constraints --constraint --overrides --override --group --extra --package"
+        " --cache-dir --config-file --env-file --script -e --editable -o --output-file --prompt"
+        " --link-mode --resolution --prerelease --exclude-newer --python-platform --index-strategy"
+        " --keyring-provider --color -b --build-constraints -C --config-setting --name --target --prefix"
+        " --dev-group --optional --branch --tag --rev --bounds --upgrade-package -P --reinstall-package"
+        " --torch-backend --allow-insecure-host"
+    ).split()
+)
 REQ = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(\[[^\]]*\])?\s*(@\s*[0-9][^\s;]*|[<>=!~][^;]*)?(;.*)?$")
 
 
@@ -151,8 +152,12 @@ def environment(network):
     env.setdefault("UV_NO_PROGRESS", "1")
     env["UV_FIND_LINKS"] = os.path.join(ROOT, "wheels")
     if not network:
-        env.update(UV_OFFLINE="1", UV_NO_INDEX="1", UV_PYTHON_DOWNLOADS="never",
-                   UV_OVERRIDE=os.path.join(ROOT, "wheels", "overrides.txt"))  # fmt: skip
+        env.update(
+            UV_OFFLINE="1",
+            UV_NO_INDEX="1",
+            UV_PYTHON_DOWNLOADS="never",
+            UV_OVERRIDE=os.path.join(ROOT, "wheels", "overrides.txt"),
+        )
     return env
 
 
