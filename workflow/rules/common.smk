@@ -2,19 +2,42 @@
 # Keep this cheap: every Slurm job re-parses the Snakefile.
 import os
 import re
+import sys
 from pathlib import Path
 
-# horizon is importable in every job (it is set here, not read: jobs inherit it), also inside a
-# container that holds only its dependencies
-os.environ.update(
-    PYTHONPATH=os.pathsep.join(p for p in (f"{workflow.basedir}/src", os.environ.get("PYTHONPATH")) if p)
-)
+# Jobs import the same horizon as this parse (set here, not read: jobs inherit it), also inside a
+# container that holds only its dependencies; a different installed horizon stops the run (horizon.origin).
+from horizon.origin import job_pythonpath
+
+os.environ["PYTHONPATH"] = job_pythonpath(workflow.basedir, os.environ.get("PYTHONPATH"))
 
 import horizon.config as hc
+from horizon.configfiles import combine
 from horizon.grid import Grid, ModelName, wildcard_pattern, RHO, SINGLE, REFINE, SOURCE, selection_pattern
 from horizon.grid import PRIORITY_CHAIN, PRIORITY_DATA
 
-config.update(hc.validate(config, Path(workflow.basedir) / "workflow/schemas/config.schema.yaml"))
+# several --configfile: a later corpus, student, benchmark set or DMPO task set replaces the earlier one whole
+_files = workflow.config_settings.configfiles
+if len(_files) > 1 and config == workflow.config_settings.overwrite_config:
+    _combined = combine(_files, workflow.config_settings.config)
+    config.clear()
+    config.update(_combined.config)
+    for _note in _combined.notes if workflow.is_main_process else []:
+        print(_note, file=sys.stderr)
+
+# configured paths: a dry-run warns, a run stops in onstart (before its first job); jobs skip them
+config.update(
+    hc.validate(
+        config,
+        Path(workflow.basedir) / "workflow/schemas/config.schema.yaml",
+        paths="warn" if workflow.is_main_process else "skip",
+    )
+)
+
+
+onstart:
+    hc.check_paths(config)
+
 
 # train.global_batch over the GPUs the profile gives training (the launcher checks again with what it finds)
 hc.check_global_batch(
