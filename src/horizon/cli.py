@@ -6,6 +6,8 @@ horizon terminus-template the published Terminus-2's prompt turns as a template 
 horizon check-tasks      load a benchmark directory and report malformed tasks (file, field)
 horizon oracle           run every task's reference solution in a sandbox and grade it
 horizon plan             GPU-hours per stage and in total of a grid, before (or while) it runs
+horizon init             a standalone, commented config for your corpus, tasks and student
+horizon check-corpus     what a corpus makes of a config: counts, token lengths, impossible settings
 """
 
 from __future__ import annotations
@@ -139,6 +141,25 @@ def cmd_plan(a) -> int:
     return 0
 
 
+def cmd_init(a) -> int:
+    from horizon.study.init import InitError, Request, init
+
+    mode = "cpu" if a.cpu else "cluster" if a.cluster else None
+    req = Request(Path(a.directory), a.corpus, a.tasks, a.format, a.student, mode, a.sample, a.force)
+    try:
+        init(req)
+    except (InitError, FileNotFoundError) as e:
+        print(f"horizon init: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def cmd_check_corpus(a) -> int:
+    from horizon.study.check import check_corpus
+
+    return check_corpus(a.configfile, Path(a.directory), a.sample, a.config)
+
+
 def main(argv: list[str] | None = None) -> int:
     from horizon.io import setup_logging
 
@@ -205,6 +226,36 @@ def main(argv: list[str] | None = None) -> int:
     n.add_argument("--from-results", action="store_true", help="use what finished jobs measured")
     n.add_argument("--directory", default=".", help="working directory of the run (for --from-results)")
     n.set_defaults(fn=cmd_plan)
+    i = sub.add_parser("init", help="write DIR/config.yaml for your corpus, tasks and student")
+    i.add_argument("directory", help="the study's folder (config.yaml and, when run, results/)")
+    i.add_argument(
+        "--corpus", required=True, help="a .jsonl/.jsonl.gz/.parquet file or folder, or a hub dataset id"
+    )
+    i.add_argument("--tasks", default=None, help="a folder of task directories (default: the demo's tasks)")
+    i.add_argument("--format", default="harbor", choices=["harbor", "tb1"])
+    i.add_argument("--student", default="tiny", help="a hub model id or local directory, or `tiny` (built)")
+    m = i.add_mutually_exclusive_group()
+    m.add_argument("--cpu", action="store_true", help="the demo's settings (default with --student tiny)")
+    m.add_argument("--cluster", action="store_true", help="the paper's settings (default otherwise)")
+    i.add_argument(
+        "--sample", type=int, default=2000, help="trajectories tokenized to measure lengths (0: all)"
+    )
+    i.add_argument("--force", action="store_true", help="replace an existing DIR/config.yaml")
+    i.set_defaults(fn=cmd_init)
+    c = sub.add_parser(
+        "check-corpus", help="counts, token lengths and impossible settings of a config's corpus"
+    )
+    c.add_argument(
+        "--configfile", nargs="+", required=True, help="config file(s), combined as snakemake does"
+    )
+    c.add_argument(
+        "--config", nargs="*", default=[], metavar="KEY=VALUE", help="overrides, as snakemake --config"
+    )
+    c.add_argument(
+        "--directory", default=".", help="the working directory of the run (paths are relative to it)"
+    )
+    c.add_argument("--sample", type=int, default=2000, help="trajectories per source tokenized (0: all)")
+    c.set_defaults(fn=cmd_check_corpus)
     a = p.parse_args(argv)
     setup_logging()
     return a.fn(a)
