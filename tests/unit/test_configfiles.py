@@ -20,13 +20,17 @@ def test_a_later_source_replaces_the_earlier_sources_and_benchmarks_are_replaced
     assert out.config["eval"]["attempts"] == 3 and out.config["eval"]["repeats"] == 2  # other keys merge
     assert out.config["train"] == DEMO["train"]
     assert len(out.notes) == 2
-    assert "mine.yaml replaces the earlier `corpus` section" in out.notes[0] and "corpus.source" in out.notes[0]
+    assert (
+        "mine.yaml replaces the earlier `corpus` section" in out.notes[0] and "corpus.source" in out.notes[0]
+    )
     assert "sources" in out.notes[0] and "common_tasks" in out.notes[0]  # what was dropped
     assert "`eval.benchmarks`" in out.notes[1] and "dropped: demo" in out.notes[1]
 
 
 def test_a_later_student_model_drops_the_build_block_and_settings_merge():
-    out = combine_dicts([("a", DEMO), ("b", {"student": {"model": "Qwen/Qwen3-0.6B"}, "train": {"epochs": 1}})])
+    out = combine_dicts(
+        [("a", DEMO), ("b", {"student": {"model": "Qwen/Qwen3-0.6B"}, "train": {"epochs": 1}})]
+    )
     assert out.config["student"] == {"model": "Qwen/Qwen3-0.6B"}
     assert out.config["train"]["epochs"] == 1 and out.config["train"]["lr"] == DEMO["train"]["lr"]
     # a later file that only tunes a section merges into it, as Snakemake does

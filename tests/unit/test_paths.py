@@ -75,7 +75,10 @@ def test_paths_the_workflow_makes_need_not_exist(tmp_path):
         ({"student": {"model": "./models/mine", "build": None}}, "student.model"),
         ({"eval": {"benchmarks": {"b": {"format": "tb1", "path": "tasks"}}}}, "eval.benchmarks.b.path"),
         ({"eval": {"benchmarks": {"b": {"format": "tb1", "hf": "not a hub id"}}}}, "eval.benchmarks.b.hf"),
-        ({"judge": {"enabled": True, "endpoint": "http://x", "model": "m", "rubric": "r.yaml"}}, "judge.rubric"),
+        (
+            {"judge": {"enabled": True, "endpoint": "http://x", "model": "m", "rubric": "r.yaml"}},
+            "judge.rubric",
+        ),
         ({"train": {"deepspeed": "ds.json"}}, "train.deepspeed"),
     ],
 )
