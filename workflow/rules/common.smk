@@ -9,7 +9,7 @@ from pathlib import Path
 # container that holds only its dependencies; a different installed horizon stops the run (horizon.origin).
 from horizon.origin import job_pythonpath
 
-os.environ["PYTHONPATH"] = job_pythonpath(workflow.basedir, os.environ.get("PYTHONPATH"))
+os.environ.update(PYTHONPATH=job_pythonpath(workflow.basedir, os.environ.get("PYTHONPATH")))
 
 import horizon.config as hc
 from horizon.configfiles import combine

@@ -76,8 +76,16 @@ def absolute_or_hub(value: str, what: str, base: Path) -> str:
     )
 
 
-def task_set(req: Request, base: Path, sandbox: str) -> tuple[str, dict, list[str]]:
-    """(benchmark name, its config entry, notes): every task loaded, none malformed."""
+@dataclass
+class TaskSet:
+    name: str  # the benchmark's name in eval.benchmarks
+    entry: dict  # its config entry
+    count: int
+    notes: list[str]  # what to tell the user (how many, what the sandbox cannot run)
+
+
+def task_set(req: Request, base: Path, sandbox: str) -> TaskSet:
+    """The benchmark of the task folder: every task loaded, none malformed."""
     from horizon.eval.oracle import static_unsupported
     from horizon.eval.tasks import load_benchmark
 
@@ -98,7 +106,7 @@ def task_set(req: Request, base: Path, sandbox: str) -> tuple[str, dict, list[st
     ]
     name = re.sub(r"[^A-Za-z0-9_.-]", "-", path.name) or "tasks"
     entry = {"format": req.format, "path": str(path)}
-    return name, entry, [f"{len(tasks)} {req.format} tasks in {path}", *notes]
+    return TaskSet(name, entry, len(tasks), [f"{len(tasks)} {req.format} tasks in {path}", *notes])
 
 
 def student_block(req: Request, results: str, base: Path) -> dict:
@@ -107,7 +115,7 @@ def student_block(req: Request, results: str, base: Path) -> dict:
     return {"model": absolute_or_hub(req.student, "--student", base)}
 
 
-def probe(corpus: str, student: dict, bench: tuple[str, dict]) -> dict:
+def probe(corpus: str, student: dict, bench: TaskSet) -> dict:
     """A valid config around the corpus and student (placeholder horizons), to measure with."""
     return validate(
         {
@@ -115,7 +123,7 @@ def probe(corpus: str, student: dict, bench: tuple[str, dict]) -> dict:
             "corpus": {"source": corpus},
             "horizons": [1, 2],
             "refine": {"h1": 1, "h2": [2]},
-            "eval": {"benchmarks": {bench[0]: bench[1]}},
+            "eval": {"benchmarks": {bench.name: bench.entry}},
         }
     )
 
@@ -131,7 +139,7 @@ def survival(lengths: np.ndarray) -> list[list]:
     return points
 
 
-def study_choices(req: Request, mode: str, scan: SourceScan, horizons: list[int], why: str) -> list[Choice]:
+def study_choices(mode: str, scan: SourceScan, horizons: list[int], why: str) -> list[Choice]:
     """The measured part: horizons, heldout, refinement, pool, rho and shards."""
     heldout = choose.heldout_choice(scan, max(horizons), mode)
     refine = choose.refine_choices(horizons, scan, mode, heldout.value)
@@ -166,13 +174,12 @@ def settings(prefix: str, values: dict, why: str) -> list[Choice]:
 
 
 def mode_choices(
-    mode: str, bench: tuple[str, dict], horizons: list[int], rho: list[float], student: dict, n_tasks: int
+    mode: str, bench: TaskSet, horizons: list[int], rho: list[float], student: dict
 ) -> list[Choice]:
     """The settings of the mode: the demo's on a CPU, the paper's on a cluster."""
-    name, entry = bench
     out = [
-        Choice(f"eval.benchmarks.{name}.{k}", v, "your tasks (loaded by init)" if k == "path" else "")
-        for k, v in entry.items()
+        Choice(f"eval.benchmarks.{bench.name}.{k}", v, "your tasks (loaded by init)" if k == "path" else "")
+        for k, v in bench.entry.items()
     ]
     h2 = max(horizons)
     paired = [[str(ModelName.single(h2)), str(ModelName.refine(h2, "top", rho_token(rho[len(rho) // 2])))]]
@@ -187,7 +194,9 @@ def mode_choices(
             }
         out += settings("eval", ev, "the demo's: in-process on the CPU, the local sandbox")
         out += [
-            Choice("eval.concurrency", min(24, n_tasks * ev["attempts"]), "every attempt of a job in flight"),
+            Choice(
+                "eval.concurrency", min(24, bench.count * ev["attempts"]), "every attempt of a job in flight"
+            ),
             Choice(
                 "eval.prompt_template",
                 None,
@@ -217,11 +226,11 @@ def make_config(req: Request, base: Path, say: Callable[[str], None]) -> tuple[s
     results = "results"  # relative to the run's working directory: DIR with run_command's --directory
     corpus = absolute_or_hub(req.corpus, "--corpus", base)
     student = student_block(req, results, base)
-    name, entry, notes = task_set(req, base, "local" if mode == "cpu" else "docker")
-    for note in notes:
+    bench = task_set(req, base, "local" if mode == "cpu" else "docker")
+    for note in bench.notes:
         say(f"tasks: {note}")
     with tempfile.TemporaryDirectory(prefix="horizon-init-") as tmp:
-        measured = measure_config(probe(corpus, student, (name, entry)), base, Path(tmp), req.sample)
+        measured = measure_config(probe(corpus, student, bench), base, Path(tmp), req.sample)
     scan = study_scan(measured)
     horizons, why = choose.pick_horizons(scan, mode)
     decisions = [
@@ -231,14 +240,14 @@ def make_config(req: Request, base: Path, say: Callable[[str], None]) -> tuple[s
             corpus,
             f"{scan.stats['rows']} rows, {scan.completed} completed, {scan.tasks} tasks",
         ),
-        *study_choices(req, mode, scan, horizons, why),
+        *study_choices(mode, scan, horizons, why),
     ]
     rho = next(c.value for c in decisions if c.key == "refine.rho")
     choices = [
         Choice("seed", 42, "the one seed every random choice derives from"),
         Choice("results", results, "everything the workflow writes, under the run's working directory"),
         *decisions,
-        *mode_choices(mode, (name, entry), horizons, rho, student, int(notes[0].split()[0])),
+        *mode_choices(mode, bench, horizons, rho, student),
         Choice("plan.trajectories", scan.completed, "measured (horizon plan)"),
         Choice("plan.length_survival", survival(scan.lengths), "measured: [tokens, fraction longer]"),
     ]
