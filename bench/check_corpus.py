@@ -7,7 +7,9 @@ about 3% duplicates and 3% rows that lack the confirmation turn (quarantined), w
 cached jsonl. The config's student is the real Qwen vocabulary rebuilt offline. Each figure is
 measured in its own process (wall time, peak RSS from VmHWM):
 
-- baseline: the download + normalize stages (what the workflow runs first on that corpus);
+- baselines: the download + normalize stages (what the workflow runs first on that corpus); the
+  tokenize stage on their output (what a user ran to learn the token lengths before check-corpus);
+  loading the tokenizer alone (its memory is most of a tokenizing process's);
 - check-corpus: the same counts (normalize's own sorting, nothing written) plus the token lengths of
   a sample of --sample trajectories and the checks.
 
@@ -77,6 +79,20 @@ download({corpus!r}, {tmp!r} + '/raw')
 s = normalize({tmp!r} + '/raw/manifest.json', {tmp!r} + '/t.parquet', {tmp!r} + '/q.parquet', {tmp!r} + '/s.json')
 print(json.dumps({{'seconds': time.perf_counter() - t, 'completed': s['completed'], 'rows': s['rows']}}))
 """
+TOKENIZE = """
+import json, time
+from horizon.data.tokens import tokenize_shard
+t = time.perf_counter()
+info = tokenize_shard({tmp!r} + '/t.parquet', {qwen!r}, {tmp!r} + '/tokens.parquet', 0, 1, threads=2)
+print(json.dumps({{'seconds': time.perf_counter() - t, 'tokens': info['tokens']}}))
+"""
+LOAD = """
+import json, time
+from horizon.data.tokenizer import load
+t = time.perf_counter()
+load({qwen!r})
+print(json.dumps({{'seconds': time.perf_counter() - t}}))
+"""
 CHECK = """
 import contextlib, io, json, time
 from horizon.cli import main
@@ -113,6 +129,7 @@ def main() -> None:
     p.add_argument("--rows", type=int, default=60_000)
     p.add_argument("--sample", type=int, default=2000)
     p.add_argument("--corpus", type=Path, default=None, help="where the generated corpus is kept (reused)")
+    p.add_argument("--skip-tokenize", action="store_true", help="leave out the tokenize baseline (minutes)")
     a = p.parse_args()
     corpus = a.corpus or Path(tempfile.gettempdir()) / f"horizon-bench-corpus-{a.rows}.jsonl"
     if not corpus.exists():
@@ -126,11 +143,21 @@ def main() -> None:
         tmp = Path(d)
         build_qwen_tokenizer(tmp / "qwen")
         base = run(NORMALIZE.format(corpus=str(corpus), tmp=str(tmp)))
+        tok = None if a.skip_tokenize else run(TOKENIZE.format(tmp=str(tmp), qwen=str(tmp / "qwen")))
+        load = run(LOAD.format(qwen=str(tmp / "qwen")))
         check = run(CHECK.format(config=str(config(tmp, corpus, tmp / "qwen")), sample=a.sample))
+    t, rss = check["seconds"], check["rss_mb"]
     print(f"normalize alone (download + normalize, baseline): {base['seconds']:.1f} s, peak RSS {base['rss_mb']:.0f} MB "
           f"({base['rows']:,} rows, {base['completed']:,} completed)")  # fmt: skip
-    print(f"check-corpus, sample {a.sample}: {check['seconds']:.1f} s (x{check['seconds'] / base['seconds']:.2f} "
-          f"the baseline), peak RSS {check['rss_mb']:.0f} MB (x{check['rss_mb'] / base['rss_mb']:.2f}); exit {check['rc']}")  # fmt: skip
+    if tok:
+        print(f"tokenize stage on its output, 2 threads (baseline): {tok['seconds']:.1f} s, peak RSS {tok['rss_mb']:.0f} MB "
+              f"({tok['tokens'] / 1e6:,.0f} M tokens)")  # fmt: skip
+    print(f"loading the tokenizer alone (baseline): peak RSS {load['rss_mb']:.0f} MB")
+    vs_time = f", x{t / (base['seconds'] + tok['seconds']):.2f} normalize + tokenize" if tok else ""
+    vs_rss = f", x{rss / tok['rss_mb']:.2f} tokenize" if tok else ""
+    print(f"check-corpus, sample {a.sample}: {t:.1f} s (x{t / base['seconds']:.2f} normalize{vs_time}), "
+          f"peak RSS {rss:.0f} MB (x{rss / base['rss_mb']:.2f} normalize, x{rss / load['rss_mb']:.2f} the tokenizer "
+          f"alone{vs_rss}); exit {check['rc']}")  # fmt: skip
 
 
 if __name__ == "__main__":
