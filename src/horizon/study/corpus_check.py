@@ -310,9 +310,10 @@ def render(cfg: Mapping, measured: Measured, findings: list[Finding]) -> str:
     lines += ["", *[f.line() for f in findings]] if findings else []
     n_imp = sum(f.level == IMPOSSIBLE for f in findings)
     n_deg = len(findings) - n_imp
-    lines.append(
-        f"{n_imp} impossible, {n_deg} degenerate"
-        if findings
-        else "nothing impossible or degenerate for this corpus"
-    )
+    if findings:
+        lines.append(f"{n_imp} impossible, {n_deg} degenerate")
+    elif not any(s.sample for s in measured.scans):
+        lines.append("no trajectory measured: nothing checked")
+    else:
+        lines.append("nothing impossible or degenerate for this corpus")
     return "\n".join(lines)

@@ -24,7 +24,7 @@ from horizon.grid import ModelName, rho_token
 from horizon.paths import HUB_ID
 from horizon.study import choose
 from horizon.study.choose import Choice
-from horizon.study.configtext import as_dict, render
+from horizon.study.configtext import as_dict, render, scalar
 from horizon.study.measure import Measured, SourceScan, measure_config
 
 REPO = Path(__file__).resolve().parents[3]
@@ -253,7 +253,7 @@ def make_config(req: Request, base: Path, say: Callable[[str], None]) -> tuple[s
     ]
     for c in decisions:
         if not c.key.startswith("student.build."):
-            say(f"{c.key}: {c.value}  ({c.why})")
+            say(f"{c.key}: {scalar(c.value)}  ({c.why})")
     say(f"token lengths counted with {measured.tokenizer}")
     say(f"the other settings: {MODE_SETTINGS[mode]}")
     header = [
