@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))  # bench.corpora
+sys.path.insert(0, str(REPO))  # tests.doubles.corpora
 BIN = Path(sys.executable).parent
 
 
@@ -44,7 +44,7 @@ def bench_dryrun() -> None:
 
 
 def _write_corpus(path: Path, n: int, seed: int = 0) -> None:
-    from bench.corpora import corpus
+    from tests.doubles.corpora import corpus
 
     with open(path, "w") as fh:
         for row in corpus(n, seed=seed):

@@ -57,7 +57,7 @@ def _run(code: str) -> tuple[dict, float]:
 
 
 def _benchmark(path: Path, rng: random.Random, n_tasks: int = 300) -> list[str]:
-    from bench.corpora import WORDS
+    from tests.doubles.corpora import WORDS
 
     tasks = [
         " ".join(rng.choice(WORDS) + str(rng.randint(0, 99)) for _ in range(150)) for _ in range(n_tasks)
@@ -69,9 +69,9 @@ def _benchmark(path: Path, rng: random.Random, n_tasks: int = 300) -> list[str]:
 
 
 def _corpus(tmp: Path, n: int, tasks: list[str], rng: random.Random) -> Path:
-    from bench.corpora import corpus
     from horizon.data.normalize import normalize
     from horizon.data.sources import download
+    from tests.doubles.corpora import corpus
 
     src = tmp / f"corpus-{n}.jsonl"
     with open(src, "w") as fh:

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))  # bench.corpora
+sys.path.insert(0, str(REPO))  # tests.doubles.corpora
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
@@ -33,7 +33,6 @@ def main() -> None:
     import torch
     from transformers import DataCollatorForSeq2Seq, Trainer
 
-    from bench.corpora import corpus
     from horizon import config as hc
     from horizon.data.normalize import normalize
     from horizon.data.sources import download
@@ -41,6 +40,7 @@ def main() -> None:
     from horizon.data.tokens import tokenize_shard
     from horizon.train.examples import Examples, TrainSpec, build_examples
     from horizon.train.worker import make_trainer, training_arguments
+    from tests.doubles.corpora import corpus
 
     torch.set_num_threads(2)
     with tempfile.TemporaryDirectory() as d:

@@ -8,6 +8,8 @@ horizon oracle           run every task's reference solution in a sandbox and gr
 horizon plan             GPU-hours per stage and in total of a grid, before (or while) it runs
 horizon base-image       the docker sandbox's offline base image (debootstrap), for tasks whose FROM
                          image cannot be pulled here (eval.sandbox_options.image_map)
+horizon init             a standalone, commented config for your corpus, tasks and student
+horizon check-corpus     what a corpus makes of a config: counts, token lengths, impossible settings
 """
 
 from __future__ import annotations
@@ -147,6 +149,25 @@ def cmd_plan(a) -> int:
     return 0
 
 
+def cmd_init(a) -> int:
+    from horizon.study.init import InitError, Request, init
+
+    mode = "cpu" if a.cpu else "cluster" if a.cluster else None
+    req = Request(Path(a.directory), a.corpus, a.tasks, a.format, a.student, mode, a.sample, a.force)
+    try:
+        init(req)
+    except (InitError, FileNotFoundError) as e:
+        print(f"horizon init: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def cmd_check_corpus(a) -> int:
+    from horizon.study.check import check_corpus
+
+    return check_corpus(a.configfile, Path(a.directory), a.sample, a.config)
+
+
 def cmd_base_image(a) -> int:
     """The base image in the Docker daemon, made by debootstrap unless it is there; a named error otherwise."""
     import subprocess
@@ -249,6 +270,36 @@ def parser() -> argparse.ArgumentParser:
         "--workdir", default=None, help="where the root file system is made (default: the temp dir)"
     )
     b.set_defaults(fn=cmd_base_image)
+    i = sub.add_parser("init", help="write DIR/config.yaml for your corpus, tasks and student")
+    i.add_argument("directory", help="the study's folder (config.yaml and, when run, results/)")
+    i.add_argument(
+        "--corpus", required=True, help="a .jsonl/.jsonl.gz/.parquet file or folder, or a hub dataset id"
+    )
+    i.add_argument("--tasks", default=None, help="a folder of task directories (default: the demo's tasks)")
+    i.add_argument("--format", default="harbor", choices=["harbor", "tb1"])
+    i.add_argument("--student", default="tiny", help="a hub model id or local directory, or `tiny` (built)")
+    m = i.add_mutually_exclusive_group()
+    m.add_argument("--cpu", action="store_true", help="the demo's settings (default with --student tiny)")
+    m.add_argument("--cluster", action="store_true", help="the paper's settings (default otherwise)")
+    i.add_argument(
+        "--sample", type=int, default=2000, help="trajectories tokenized to measure lengths (0: all)"
+    )
+    i.add_argument("--force", action="store_true", help="replace an existing DIR/config.yaml")
+    i.set_defaults(fn=cmd_init)
+    c = sub.add_parser(
+        "check-corpus", help="counts, token lengths and impossible settings of a config's corpus"
+    )
+    c.add_argument(
+        "--configfile", nargs="+", required=True, help="config file(s), combined as snakemake does"
+    )
+    c.add_argument(
+        "--config", nargs="*", default=[], metavar="KEY=VALUE", help="overrides, as snakemake --config"
+    )
+    c.add_argument(
+        "--directory", default=".", help="the working directory of the run (paths are relative to it)"
+    )
+    c.add_argument("--sample", type=int, default=2000, help="trajectories per source tokenized (0: all)")
+    c.set_defaults(fn=cmd_check_corpus)
     return p
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import functools
+import logging
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,9 @@ REMOVED = {
         "(the old global batch was grad_accum x GPUs x per_device_batch)"
     ),
 }
+
+
+log = logging.getLogger("horizon.config")
 
 
 class ConfigError(ValueError):
@@ -59,8 +63,12 @@ def _describe(err, section: tuple[str, ...] = ()) -> str:
     return f"config key {key}: {err.message}"
 
 
-def validate(config: Mapping, schema_path: Path = SCHEMA_PATH) -> dict:
-    """Return a validated copy of `config` with defaults filled; raise ConfigError naming the key."""
+def validate(
+    config: Mapping, schema_path: Path = SCHEMA_PATH, paths: str = "skip", base: str | Path = "."
+) -> dict:
+    """Return a validated copy of `config` with defaults filled; raise ConfigError naming the key.
+
+    `paths`: what to do about configured paths that cannot be used (check_paths): skip, warn or error."""
     import jsonschema
     from snakemake.exceptions import WorkflowError
     from snakemake.utils import validate as snakemake_validate
@@ -80,7 +88,27 @@ def validate(config: Mapping, schema_path: Path = SCHEMA_PATH) -> dict:
             raise ConfigError("invalid configuration:\n  " + _describe(cause)) from None
         raise ConfigError(f"invalid configuration: {e}") from None
     check_grid(cfg)
+    check_paths(cfg, paths, base)
     return cfg
+
+
+def check_paths(cfg: Mapping, mode: str = "error", base: str | Path = ".") -> None:
+    """Every configured path exists or is a hub id the run can get (horizon.paths), relative to `base`,
+    the working directory of the run: `error` raises naming each wrong key and value, `warn` logs them."""
+    if mode == "skip":
+        return
+    from horizon.paths import problems
+
+    found = problems(cfg, base)
+    if not found:
+        return
+    lines = "\n  ".join(p.message() for p in found)
+    if mode == "error":
+        raise ConfigError(f"configured paths that cannot be used:\n  {lines}")
+    log.warning(
+        "configured paths that cannot be used (a dry-run warns, a run stops before its first job):\n  %s",
+        lines,
+    )
 
 
 def _allowed(values) -> str:

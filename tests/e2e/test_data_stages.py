@@ -9,6 +9,7 @@ from tests.helpers import CORPUS_SAMPLE, snakemake, write_config
 
 
 def data_config(tmp_path, tokenizer_dir, source=CORPUS_SAMPLE):
+    (tmp_path / "tasks").mkdir(exist_ok=True)  # configured paths exist before a run starts
     return write_config(
         tmp_path / "config.yaml",
         {

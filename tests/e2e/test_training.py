@@ -200,6 +200,7 @@ def test_refinement_starts_from_theta1_and_schedule_is_cosine_without_warmup(tin
 
 def test_a_killed_run_resumes_from_its_last_checkpoint(tiny_corpus, tmp_path):
     """SIGKILL the train rule after its first checkpoint; the rerun continues global_step."""
+    (tmp_path / "tasks").mkdir()  # configured paths exist before a run starts
     cfg = write_config(
         tmp_path / "config.yaml",
         {

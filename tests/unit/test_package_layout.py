@@ -28,7 +28,7 @@ from tests.helpers import REPO
 
 SRC = REPO / "src"
 LAYERS = [
-    {"io", "progress", "grid", "terminus", "lmhead", "config", "resources"},
+    {"io", "progress", "grid", "terminus", "lmhead", "config", "resources", "paths", "origin", "configfiles"},
     {"data"},
     {"train"},
     {"score"},
@@ -36,7 +36,7 @@ LAYERS = [
     {"dmpo"},
     {"synth"},
     {"report"},
-    {"cli", "demo"},
+    {"cli", "demo", "study"},
 ]
 MAX_EVAL_FLAT = 5
 PROGRAMS = "programs"

@@ -16,15 +16,17 @@ if not (HORIZON_SRC / "horizon").is_dir():
         f"horizon's package is not at {HORIZON_SRC}: use the workflow from a local checkout "
         "(module ... snakefile: a path to its Snakefile, not a URL)"
     )
-# horizon is importable here and in every job (jobs inherit the variable, also inside a container that
-# holds only its dependencies): this checkout's package, whatever else is installed
+# this checkout's package first, here and in every job (jobs inherit PYTHONPATH, also inside a container
+# that holds only its dependencies); a different horizon imported before this file stops the run, naming
+# both (horizon.origin): parse and jobs never run mixed code
 if sys.path[:1] != [str(HORIZON_SRC)]:
     sys.path.insert(0, str(HORIZON_SRC))
-os.environ.update(
-    PYTHONPATH=os.pathsep.join(p for p in (str(HORIZON_SRC), os.environ.get("PYTHONPATH")) if p)
-)
+from horizon.origin import job_pythonpath
+
+os.environ.update(PYTHONPATH=job_pythonpath(HORIZON, os.environ.get("PYTHONPATH")))
 
 import horizon.config as hc
+from horizon.configfiles import combine
 from horizon.resources import made_in_checkout
 from horizon.grid import Grid, ModelName, wildcard_pattern, RHO, SINGLE, REFINE, SOURCE, selection_pattern
 from horizon.grid import PRIORITY_CHAIN, PRIORITY_DATA
@@ -37,7 +39,28 @@ if workflow.modifier.path_modifier.prefix:
         "set the config key `results` (the folder everything is written under) instead"
     )
 
-config.update(hc.validate(config, HORIZON / "workflow/schemas/config.schema.yaml"))
+# several --configfile: a later corpus, student, benchmark set or DMPO task set replaces the earlier one whole
+_files = workflow.config_settings.configfiles
+if len(_files) > 1 and config == workflow.config_settings.overwrite_config:
+    _combined = combine(_files, workflow.config_settings.config)
+    config.clear()
+    config.update(_combined.config)
+    for _note in _combined.notes if workflow.is_main_process else []:
+        print(_note, file=sys.stderr)
+
+# configured paths: a dry-run warns, a run stops in onstart (before its first job); jobs skip them
+config.update(
+    hc.validate(
+        config,
+        HORIZON / "workflow/schemas/config.schema.yaml",
+        paths="warn" if workflow.is_main_process else "skip",
+    )
+)
+
+
+onstart:
+    hc.check_paths(config)
+
 
 # train.global_batch over the GPUs the profile gives training (the launcher checks again with what it
 # finds); the profile's rule names are the workflow's as this Snakefile renames them (use rule ... as)

@@ -15,7 +15,7 @@ import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -113,6 +113,12 @@ def _to_bool(v: Any) -> bool | None:
     return bool(v)
 
 
+class RowSink(Protocol):
+    """Where sorted rows go: a parquet writer (normalize), or a counter (horizon check-corpus)."""
+
+    def add(self, row: dict) -> None: ...
+
+
 class _Writer:
     """Buffered parquet writer into a temporary file (row groups of `rows`)."""
 
@@ -154,7 +160,7 @@ def trajectory_row(raw: RawRow, tid: str, conv: list[dict]) -> dict:
 class _Sorter:
     """Sends each raw row to trajectories (completed, first time seen) or quarantine; counts both."""
 
-    def __init__(self, traj: _Writer, quar: _Writer, confirmation: re.Pattern):
+    def __init__(self, traj: RowSink, quar: RowSink, confirmation: re.Pattern):
         self.traj, self.quar, self.confirmation = traj, quar, confirmation
         self.reasons: Counter[str] = Counter()
         self.seen: set[str] = set()  # traj_ids so far: 20 hex chars each, ~100 B per row in all
@@ -197,6 +203,24 @@ class _Sorter:
         }
 
 
+def sort_rows(
+    manifest: Mapping, traj: RowSink, quar: RowSink, confirmation_pattern: str, batch_rows: int = 256
+) -> dict:
+    """Send every raw row of the manifest's files to `traj` (a TRAJECTORY_SCHEMA row: completed, first
+    time seen) or `quar` (a QUARANTINE_SCHEMA row); return the counts (stats.json). normalize writes the
+    rows; `horizon check-corpus` only counts them, with the same decisions."""
+    sorter = _Sorter(traj, quar, re.compile(confirmation_pattern))
+    per_file = []
+    for f in manifest["files"]:
+        f_rows = f_done = 0
+        for batch in iter_rows(f["path"], f["format"], f["source"], batch_rows):
+            f_rows += len(batch)
+            f_done += sum(sorter.take(raw) for raw in batch)
+        per_file.append({"source": f["source"], "rows": f_rows, "completed": f_done})
+        log.info("%s: %d rows, %d completed", f["source"], f_rows, f_done)
+    return sorter.stats(per_file)
+
+
 def normalize(
     manifest_path: str | Path,
     trajectories_path: str | Path,
@@ -208,21 +232,12 @@ def normalize(
     """Stream every raw row into trajectories (completed, once each) or quarantine (with a reason)."""
     with open(manifest_path) as fh:
         manifest = json.load(fh)
-    per_file = []
     with atomic_path(trajectories_path) as t_tmp, atomic_path(quarantine_path) as q_tmp:
         traj = _Writer(t_tmp, TRAJECTORY_SCHEMA, batch_rows)
         quar = _Writer(q_tmp, QUARANTINE_SCHEMA, 4096)
-        sorter = _Sorter(traj, quar, re.compile(confirmation_pattern))
-        for f in manifest["files"]:
-            f_rows = f_done = 0
-            for batch in iter_rows(f["path"], f["format"], f["source"], batch_rows):
-                f_rows += len(batch)
-                f_done += sum(sorter.take(raw) for raw in batch)
-            per_file.append({"source": f["source"], "rows": f_rows, "completed": f_done})
-            log.info("%s: %d rows, %d completed", f["source"], f_rows, f_done)
+        stats = sort_rows(manifest, traj, quar, confirmation_pattern, batch_rows)
         traj.close()
         quar.close()
-        stats = sorter.stats(per_file)
         write_json(stats_path, stats)
     log.info(
         "normalize: %d rows -> %d completed, %d duplicates, %s quarantined",

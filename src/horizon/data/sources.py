@@ -103,9 +103,17 @@ def download(
         allow = [p for c in configs for p in patterns[c]]
         from huggingface_hub import snapshot_download
 
-        snap = Path(
-            snapshot_download(repo_id=source, repo_type="dataset", revision=revision, allow_patterns=allow)
-        )
+        try:
+            snap = Path(
+                snapshot_download(
+                    repo_id=source, repo_type="dataset", revision=revision, allow_patterns=allow
+                )
+            )
+        except (OSError, ValueError) as e:  # the hub's errors (not found, offline, no network) are both
+            raise CorpusError(
+                f"corpus.source {source!r}: no file or directory {local.resolve()}, and the hub dataset "
+                f"{source}@{revision} cannot be fetched ({type(e).__name__}: {str(e).splitlines()[0]})"
+            ) from None
         files = []
         for p in sorted(snap.rglob("*")):
             rel = str(p.relative_to(snap))

@@ -66,17 +66,12 @@ def tiny_qwen3_config(vocab_size: int, build: dict, tokenizer=None):
     )
 
 
-def build_tiny(trajectories: str | Path, out_dir: str | Path, build: dict, seed: int = 0) -> dict:
-    """Offline student for tests and the demo: a BPE trained on the corpus + a random-init Qwen3.
-
-    Saved as an ordinary HF model directory, so `student.model: <out_dir>` loads it like any other.
-    """
+def build_tokenizer(trajectories: str | Path, out_dir: str | Path, build: dict):
+    """The built student's tokenizer: a byte-level BPE trained on every turn of the corpus, in its order
+    (build_tiny's, and what `horizon init` and `horizon check-corpus` measure lengths with)."""
     import pyarrow.parquet as pq
-    import torch
-    from transformers import AutoModelForCausalLM
 
     from horizon.data.tokenizer import train_bpe
-    from horizon.io import atomic_path
 
     def texts():
         pf = pq.ParquetFile(trajectories)
@@ -85,10 +80,23 @@ def build_tiny(trajectories: str | Path, out_dir: str | Path, build: dict, seed:
                 for m in conv:
                     yield m["content"]
 
+    return train_bpe(
+        texts(), out_dir, vocab_size=build["vocab_size"], model_max_length=build["max_position_embeddings"]
+    )
+
+
+def build_tiny(trajectories: str | Path, out_dir: str | Path, build: dict, seed: int = 0) -> dict:
+    """Offline student for tests and the demo: a BPE trained on the corpus + a random-init Qwen3.
+
+    Saved as an ordinary HF model directory, so `student.model: <out_dir>` loads it like any other.
+    """
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from horizon.io import atomic_path
+
     with atomic_path(out_dir) as tmp:
-        tok = train_bpe(
-            texts(), tmp, vocab_size=build["vocab_size"], model_max_length=build["max_position_embeddings"]
-        )
+        tok = build_tokenizer(trajectories, tmp, build)
         torch.manual_seed(seed)
         cfg = tiny_qwen3_config(len(tok), build, tok)
         model = AutoModelForCausalLM.from_config(cfg)
