@@ -60,15 +60,28 @@ def test_a_missing_path_is_named_by_a_dry_run_and_stops_a_run_before_any_job(tmp
     assert not (tmp_path / "results/corpus/raw").exists() and not (tmp_path / "results/logs").exists()
 
 
-def test_a_different_installed_horizon_stops_the_parse_naming_both(tmp_path):
+def test_the_workflow_runs_its_own_horizon_and_stops_when_another_was_imported_first(tmp_path):
+    """Another horizon on PYTHONPATH: the parse still imports this checkout's (put first), so jobs and
+    parse run one code. A user's Snakefile that imported another horizon before using the workflow as
+    a module: the parse stops, naming both folders and a file that differs."""
     pkg = tmp_path / "site"
     shutil.copytree(REPO / "src/horizon", pkg / "horizon", ignore=shutil.ignore_patterns("__pycache__"))
-    cfg = demo_with_absolute_paths(tmp_path)
-    args = ["--configfile", str(cfg), "--directory", str(tmp_path), "-n", "-q", "rules"]
-    env = {"PYTHONPATH": str(pkg)}
-    assert snakemake(args, cwd=REPO, env=env).returncode == 0  # the same files: runs, jobs get src/
     (pkg / "horizon/io.py").write_text((pkg / "horizon/io.py").read_text() + "\n# another version\n")
-    proc = snakemake(args, cwd=REPO, env=env, check=False)
+    cfg = demo_with_absolute_paths(tmp_path)
+    env = {"PYTHONPATH": str(pkg)}
+    args = ["--configfile", str(cfg), "--directory", str(tmp_path), "-n", "-q", "rules"]
+    assert snakemake(args, cwd=REPO, env=env).returncode == 0  # this checkout's horizon, first on the path
+    user = tmp_path / "user"
+    user.mkdir()
+    (user / "Snakefile").write_text(
+        f"import horizon  # the user imported another horizon first\n"
+        f'configfile: "{cfg}"\n'
+        f'module horizon_wf:\n    snakefile: "{REPO / "Snakefile"}"\n    config: config\n'
+        "use rule * from horizon_wf as horizon_*\n"
+    )
+    proc = snakemake(
+        ["-s", str(user / "Snakefile"), "--directory", str(tmp_path), "-n"], cwd=user, env=env, check=False
+    )
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0
     assert f"parsed with horizon from {pkg / 'horizon'}" in out and str(REPO / "src/horizon") in out
