@@ -53,8 +53,11 @@ def main(argv: list[str] | None = None) -> int:
         *a.configfile,
         "--profile",
         a.profile,
+        # cores are job slots; the machine's share is the profile's cpu_load resource (per job)
         "--cores",
-        str(a.cores),
+        str(4 * a.cores),
+        "--resources",
+        f"cpu_load={100 * a.cores}",
         "--directory",
         a.directory,
         *extra,

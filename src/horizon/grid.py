@@ -276,6 +276,12 @@ class Grid:
         feeds = {self.theta1} | ({self.dmpo.policy} if self.dmpo is not None else set())
         return PRIORITY_CHAIN if model in feeds else PRIORITY_TRAINING
 
+    def data_priority(self, source: str | None) -> int:
+        """A token view's priority: the study's corpus first (theta1 and the DMPO policy wait on it);
+        another teacher's corpus with the trainings it feeds, after the chains (a job started cannot
+        be preempted, so a faster teacher's data must not take the cores the chains need)."""
+        return PRIORITY_DATA if source is None or source == self.primary else PRIORITY_TRAINING
+
     @property
     def primary(self) -> str | None:
         """The study's corpus among several sources (None with one `corpus.source`)."""

@@ -271,7 +271,8 @@ def test_synth_config_is_one_dag_from_seeds_to_the_tables(tmp_path):
 
 
 def test_the_training_chains_are_scheduled_before_the_leaves(tmp_path):
-    """The token views first, then theta1 and the DMPO policy, then what waits on them; rollouts keep 0."""
+    """The study corpus's token views first, then theta1 and the DMPO policy, then what waits on them (and
+    another teacher's token views); rollouts keep 0."""
     import re
 
     args = ["--configfile", str(demo_config(tmp_path)), *in_empty_dir(tmp_path), "-n", "--cores", "2"]
@@ -285,8 +286,10 @@ def test_the_training_chains_are_scheduled_before_the_leaves(tmp_path):
     by_output = {o.rsplit("/", 1)[-1] if "models/" in o else o: p for (_, o), p in priority.items()}
     assert by_output["single-K384"] == by_output["single-K640"] == 2  # theta1 (h1 384), the DMPO policy
     assert by_output["single-K192"] == by_output["single-K640@blind"] == by_output["refine-H640-top-50"] == 1
-    for rule in ("tokenize", "horizons", "heldout", "pool"):  # the data every training waits on: first
-        assert {p for (r, _), p in priority.items() if r == rule} == {3}, rule
+    for rule in ("tokenize", "horizons", "heldout", "pool"):  # the study corpus's data: first
+        assert {p for (r, o), p in priority.items() if r == rule and "/sources/" not in o} == {3}, rule
+    for rule in ("tokenize", "horizons", "heldout"):  # another teacher's: with the trainings it feeds
+        assert {p for (r, o), p in priority.items() if r == rule and "/sources/" in o} == {1}, rule
     for rule in ("score", "select", "dmpo_rollout", "dmpo_pairs", "dmpo_reference", "dmpo_train"):
         assert {p for (r, _), p in priority.items() if r == rule} == {2}, rule
     assert {p for (r, _), p in priority.items() if r in ("rollout", "annotations")} == {0}

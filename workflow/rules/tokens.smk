@@ -13,7 +13,7 @@ rule tokenize:
         "{D}/logs/tokenize/shard-{i}.log",
     benchmark:
         dtiming("tokens", "tokenize/shard-{i}")
-    priority: PRIORITY_DATA  # horizon.grid: the order of ready jobs
+    priority: lambda wc: G.data_priority(source_of(wc))  # horizon.grid: the order of ready jobs
     threads: config["tokenize"]["threads"]
     params:
         shards=config["tokenize"]["shards"],
@@ -33,7 +33,7 @@ rule horizons:
         "{D}/logs/horizons/K{K}.log",
     benchmark:
         dtiming("tokens", "horizons/K{K}")
-    priority: PRIORITY_DATA
+    priority: lambda wc: G.data_priority(source_of(wc))
     script:
         f"{SCRIPTS}/horizons.py"
 
@@ -48,7 +48,7 @@ rule heldout:
         "{D}/logs/heldout.log",
     benchmark:
         dtiming("tokens", "heldout")
-    priority: PRIORITY_DATA
+    priority: lambda wc: G.data_priority(source_of(wc))
     params:
         min_tokens=lambda wc: max(G.horizons_of(source_of(wc))),
         n_heldout=config["split"]["heldout"],

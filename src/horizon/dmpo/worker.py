@@ -24,6 +24,7 @@ import torch
 
 from horizon.dmpo.launch import DMPOSpec
 from horizon.dmpo.loss import dmpo_loss, target_rows, turn_objective, turn_weights
+from horizon.lmhead import causal_mask
 
 log = logging.getLogger("horizon.dmpo.worker")
 
@@ -104,7 +105,7 @@ def install_dmpo_forward(model, beta: float, chunk: int) -> None:
     def forward(input_ids=None, attention_mask=None, turn_ids=None, reference=None, alpha=None, **kwargs):
         if turn_ids is None:
             return own_forward(input_ids=input_ids, attention_mask=attention_mask, **kwargs)
-        hidden = trunk(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+        hidden = trunk(input_ids=input_ids, attention_mask=causal_mask(attention_mask)).last_hidden_state
         device = hidden.device
         ref = torch.as_tensor(np.asarray(reference), dtype=torch.float64, device=device)
         weights = torch.as_tensor(np.asarray(alpha), dtype=torch.float64, device=device)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import torch
 
-from horizon.lmhead import nll, register_weight, supervised_index
+from horizon.lmhead import causal_mask, nll, register_weight, supervised_index
 
 LOSSES = ("chunked", "plain", "liger", "cce")
 _PACKAGES = {"liger": ("liger_kernel", "liger-kernel"), "cce": ("cut_cross_entropy", "cut-cross-entropy")}
@@ -86,7 +86,7 @@ def use_loss(model, kind: str, chunk: int) -> None:
             return own_forward(input_ids=input_ids, attention_mask=attention_mask, **kwargs)
         from transformers.modeling_outputs import CausalLMOutputWithPast
 
-        out = trunk(input_ids=input_ids, attention_mask=attention_mask, **kwargs)
+        out = trunk(input_ids=input_ids, attention_mask=causal_mask(attention_mask), **kwargs)
         hidden = out.last_hidden_state
         rows, targets = supervised_index(labels.to(hidden.device))
         # the plain loss's reduction: a sum over the items of the whole (accumulated, all-rank)

@@ -1,0 +1,26 @@
+"""causal_mask: a right-padded batch needs no attention mask under causal attention."""
+
+import torch
+
+from horizon.lmhead import causal_mask
+from tests.unit.train.test_loss import batch, tiny_qwen3
+
+
+def test_right_padding_needs_no_mask_and_any_other_mask_is_kept():
+    right = torch.tensor([[1, 1, 1], [1, 1, 0], [1, 0, 0]])
+    assert causal_mask(right) is None and causal_mask(torch.ones(2, 4, dtype=torch.long)) is None
+    assert causal_mask(None) is None
+    left = torch.tensor([[0, 1, 1], [1, 1, 1]])
+    hole = torch.tensor([[1, 0, 1], [1, 1, 1]])
+    assert causal_mask(left) is left and causal_mask(hole) is hole
+
+
+def test_real_positions_are_the_same_bits_without_the_mask_of_a_right_padded_batch():
+    trunk = tiny_qwen3().get_decoder()
+    ids, mask, _ = batch()
+    assert not bool(mask.all())  # row 1 is right-padded
+    with torch.no_grad():
+        masked = trunk(input_ids=ids, attention_mask=mask).last_hidden_state
+        unmasked = trunk(input_ids=ids, attention_mask=causal_mask(mask)).last_hidden_state
+    real = mask.bool()
+    assert torch.equal(masked[real], unmasked[real])
