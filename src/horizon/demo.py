@@ -34,34 +34,44 @@ def stage_times(timing_dirs: Path | list[Path]) -> dict[str, dict]:
     return spans
 
 
+def snakemake_command(
+    configfiles: list[str], profile: str, cores: int, directory: str, extra: list[str]
+) -> list[str]:
+    """The demo's snakemake run on `cores` cores: the cores are job slots, the machine's share is the
+    profile's cpu_load resource (percent of a core per job; demo/profile/config.yaml)."""
+    return [
+        str(Path(sys.executable).with_name("snakemake")),
+        "--configfile",
+        *configfiles,
+        "--profile",
+        profile,
+        "--cores",
+        str(4 * cores),
+        "--resources",
+        f"cpu_load={100 * cores}",
+        "--directory",
+        directory,
+        *extra,
+    ]
+
+
+def default_profile() -> str:
+    """The checkout's demo/profile (make demo runs from the checkout; an installed horizon: ./demo/profile)."""
+    from horizon.resources import checkout
+
+    return str((checkout() or Path()) / "demo" / "profile")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument(
         "--configfile", nargs="+", default=["demo/config.yaml"], help="later files update earlier ones"
     )
-    from horizon.resources import checkout
-
-    # the checkout's demo/profile (make demo runs from the checkout; an installed horizon: ./demo/profile)
-    ap.add_argument("--profile", default=str((checkout() or Path()) / "demo" / "profile"))
+    ap.add_argument("--profile", default=default_profile())
     ap.add_argument("--cores", type=int, default=2)
     ap.add_argument("--directory", default=".")
     a, extra = ap.parse_known_args(argv)
-    snakemake = Path(sys.executable).with_name("snakemake")
-    cmd = [
-        str(snakemake),
-        "--configfile",
-        *a.configfile,
-        "--profile",
-        a.profile,
-        # cores are job slots; the machine's share is the profile's cpu_load resource (per job)
-        "--cores",
-        str(4 * a.cores),
-        "--resources",
-        f"cpu_load={100 * a.cores}",
-        "--directory",
-        a.directory,
-        *extra,
-    ]
+    cmd = snakemake_command(a.configfile, a.profile, a.cores, a.directory, extra)
     print("$ " + " ".join(cmd), flush=True)
     t0 = time.monotonic()
     rc = subprocess.run(cmd).returncode

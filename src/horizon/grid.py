@@ -40,11 +40,12 @@ SOURCE = r"[A-Za-z0-9][A-Za-z0-9_-]*"  # a corpus.sources name
 SINGLE = "single-K{K}"
 REFINE = "refine-H{h2}-{selection}-{rho}"
 DMPO = "dmpo-{policy}"
-# Snakemake priorities (rules' `priority:`): among the jobs ready at a time, the token views every
-# training reads go first, then the two long chains (theta1 -> scores -> subsets -> refinement; the
-# DMPO policy -> its attempts -> pairs -> DMPO), then the other trainings; rollouts and tables keep
-# Snakemake's default 0 and fill the gaps. Only the order changes, never an output.
-PRIORITY_DATA, PRIORITY_CHAIN, PRIORITY_TRAINING = 3, 2, 1
+# Snakemake priorities (rules' `priority:`), the order of the jobs ready at one time (a started job is
+# never preempted): the study corpus's token views, then another teacher's (short), then the two long
+# chains (theta1 -> scores -> subsets -> refinement; the DMPO policy -> its attempts -> pairs -> DMPO),
+# then the other single-stage models (the whole corpus each), then the refinements (a subset each);
+# rollouts and tables keep Snakemake's default 0 and fill the gaps. Only the order changes, never an output.
+PRIORITY_DATA, PRIORITY_SOURCE_DATA, PRIORITY_CHAIN, PRIORITY_SINGLE, PRIORITY_REFINE = 5, 4, 3, 2, 1
 
 
 def rho_token(rho: float) -> str:
@@ -274,13 +275,14 @@ class Grid:
         """A training job's priority: a model that other training starts from (theta1, the DMPO policy)
         is on a chain; any other training comes after the chains."""
         feeds = {self.theta1} | ({self.dmpo.policy} if self.dmpo is not None else set())
-        return PRIORITY_CHAIN if model in feeds else PRIORITY_TRAINING
+        if model in feeds:
+            return PRIORITY_CHAIN
+        return PRIORITY_SINGLE if model.kind == "single" else PRIORITY_REFINE
 
     def data_priority(self, source: str | None) -> int:
-        """A token view's priority: the study's corpus first (theta1 and the DMPO policy wait on it);
-        another teacher's corpus with the trainings it feeds, after the chains (a job started cannot
-        be preempted, so a faster teacher's data must not take the cores the chains need)."""
-        return PRIORITY_DATA if source is None or source == self.primary else PRIORITY_TRAINING
+        """A token view's priority: the study's corpus first (theta1 and the DMPO policy wait on it), then
+        another teacher's (a faster teacher's data must not start its student before the chains)."""
+        return PRIORITY_DATA if source is None or source == self.primary else PRIORITY_SOURCE_DATA
 
     @property
     def primary(self) -> str | None:

@@ -284,12 +284,13 @@ def test_the_training_chains_are_scheduled_before_the_leaves(tmp_path):
         level = re.search(r"priority: (\d+)", job)
         priority[(rule, output.group(1) if output else "")] = int(level.group(1)) if level else 0
     by_output = {o.rsplit("/", 1)[-1] if "models/" in o else o: p for (_, o), p in priority.items()}
-    assert by_output["single-K384"] == by_output["single-K640"] == 2  # theta1 (h1 384), the DMPO policy
-    assert by_output["single-K192"] == by_output["single-K640@blind"] == by_output["refine-H640-top-50"] == 1
+    assert by_output["single-K384"] == by_output["single-K640"] == 3  # theta1 (h1 384), the DMPO policy
+    assert by_output["single-K192"] == by_output["single-K640@blind"] == 2  # the whole corpus each
+    assert by_output["refine-H640-top-50"] == 1  # a subset
     for rule in ("tokenize", "horizons", "heldout", "pool"):  # the study corpus's data: first
-        assert {p for (r, o), p in priority.items() if r == rule and "/sources/" not in o} == {3}, rule
-    for rule in ("tokenize", "horizons", "heldout"):  # another teacher's: with the trainings it feeds
-        assert {p for (r, o), p in priority.items() if r == rule and "/sources/" in o} == {1}, rule
+        assert {p for (r, o), p in priority.items() if r == rule and "/sources/" not in o} == {5}, rule
+    for rule in ("tokenize", "horizons", "heldout"):  # another teacher's: next
+        assert {p for (r, o), p in priority.items() if r == rule and "/sources/" in o} == {4}, rule
     for rule in ("score", "select", "dmpo_rollout", "dmpo_pairs", "dmpo_reference", "dmpo_train"):
-        assert {p for (r, _), p in priority.items() if r == rule} == {2}, rule
+        assert {p for (r, _), p in priority.items() if r == rule} == {3}, rule
     assert {p for (r, _), p in priority.items() if r in ("rollout", "annotations")} == {0}

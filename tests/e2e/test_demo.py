@@ -45,10 +45,10 @@ def test_the_demo_runs_end_to_end_and_shows_the_horizon_effect(tmp_path, local_e
     assert "results/tables/reliability.md" in proc.stdout and "| model | success attempts" in proc.stdout
     # the time by stage, read from every job's benchmark file: 10 models x 2 repeats, 10 training jobs
     # (3 single-stage, 5 refinements, the blind teacher's student, DMPO), DMPO's preference data (tasks,
-    # rollouts, pairs, reference)
+    # two rollout jobs, pairs, reference)
     stages = {line.split()[0]: line.split() for line in proc.stdout.splitlines() if line.startswith("  ")}
     assert "Wall time" in proc.stdout and stages["rollout"][3] == "20" and stages["train"][3] == "10", stages
-    assert stages["dmpo"][3] == "4", stages
+    assert stages["dmpo"][3] == "5", stages  # tasks, two preference rollout jobs, pairs, reference
     tables = tmp_path / "results" / "tables"
     pair = "single-K384-vs-refine-H640-top-50"
     for name in ("reliability", "cost", "behaviour", "budget", "tasks", "main", "benchmarks", "episodes",
