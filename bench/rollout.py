@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))  # tests.doubles: the scripted model
 PARTS = ("start", "agent", "grade", "teardown")
 WAITS = 0.1
 
@@ -59,7 +60,7 @@ def worker(n: int) -> None:
 
 
 def _run_worker(src: Path, n: int) -> list[dict]:
-    env = {**os.environ, "PYTHONPATH": str(src)}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(src), str(REPO)])}  # REPO: tests.doubles
     out = subprocess.run(
         [sys.executable, __file__, "--worker", str(n)], env=env, capture_output=True, text=True
     )
