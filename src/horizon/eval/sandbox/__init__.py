@@ -6,9 +6,12 @@
 - `apptainer`: `apptainer instance` on clusters.
 
 The protocol: start, exec, put, get, stop; for the graders kill_agent (every process the agent
-left, before the tests and after them) and reset_for_grading (fresh /tests holding the task's
-tests, fresh /logs/verifier, a fresh HOME); and diagnose, the evidence of what failed when
-something did (Diagnosis). The agent loop and the graders only use this protocol, so a backend
+left, before the tests and after them), audit (after the agent is gone: did it change what grades
+it, or outgrow its storage? a Finding), reset_for_grading (fresh /tests holding the task's tests,
+fresh /logs/verifier, a fresh HOME), read_first (the reward file, read without trusting the
+sandbox's programs where the backend can) and resume (between the steps of a multi-step task: a
+backend that stops the sandbox to grade it starts it again); and diagnose, the evidence of what
+failed when something did (Diagnosis). The agent loop and the graders only use this protocol, so a backend
 slots in without touching them. Every sandbox is torn down by stop(), also when the job is killed.
 
 The room: this module (the protocol, `make_sandbox` by backend name); one folder per backend
@@ -64,6 +67,15 @@ class Diagnosis:
     @property
     def agents_doing(self) -> bool:
         return self.state in ("exhausted", "killed")
+
+
+@dataclass(frozen=True)
+class Finding:
+    """What the audit before the tests found: the attempt fails as `failure_mode` (tampered: the agent
+    changed what grades it; sandbox_exhausted: it outgrew its storage), the tests do not run."""
+
+    failure_mode: str
+    evidence: str
 
 
 @dataclass
@@ -159,6 +171,27 @@ class Sandbox:
         if r.rc != 0:
             raise SandboxError(f"{self.spec.name}: killing the agent's processes failed: {r.stderr[-300:]}")
 
+    def audit(self) -> Finding | None:
+        """After kill_agent, before the tests: what the agent changed that decides a grade, read from
+        outside the sandbox. The default: nothing (a backend whose system the agent cannot write)."""
+        return None
+
+    def resume(self) -> None:
+        """Make the sandbox run commands again after grading (multi-step tasks); a no-op by default."""
+
+    def read_first(self, paths: list[str], cap: int) -> tuple[str | None, bytes | None, str]:
+        """The first of `paths` that exists: (its path, its first cap + 1 bytes or None when it is not a
+        regular file, ''), (None, None, '') when none exists, or (None, None, why) when it cannot be read."""
+        r = self.exec(
+            ["sh", "-c", READ_FIRST, "sh", str(cap + 1), *paths], timeout=30, cwd="/", max_bytes=cap + 4096
+        )
+        if r.timed_out or r.rc not in (0, 3, 4):
+            return None, None, f"the files could not be read ({r.rc}: {r.stderr.strip()[-200:]})"
+        if r.rc == 3:
+            return None, None, ""
+        path, _, content = r.stdout.partition("\n")
+        return path, (None if r.rc == 4 else content.encode()), ""
+
     def reset_for_grading(self, tests_archive: bytes) -> str:
         """Fresh /tests (the archive extracted), /logs/verifier and HOME; returns HOME. After kill_agent."""
         r = self.exec(["sh", "-c", RESET_DIRS, "sh", self.grader_home], timeout=60, cwd="/")
@@ -231,6 +264,12 @@ while :; do
   if [ $busy = 0 ]; then quiet=$((quiet + 1)); [ $quiet -ge 2 ] && exit 0; else quiet=0; fi
   sleep 0.02
 done"""
+# the first of the files given that exists: its path on a line, then at most $1 bytes of it;
+# rc 3: none exists; rc 4: it is not a regular file (a FIFO would block the reader)
+READ_FIRST = (
+    'n=$1; shift; for f in "$@"; do if [ -e "$f" ] || [ -L "$f" ]; then echo "$f"; [ -f "$f" ] || exit 4; '
+    'exec head -c "$n" -- "$f"; fi; done; exit 3'
+)
 # three passes: a process forked while one pass runs is caught by the next (older kernels)
 KILL_ALL_PASSES = "for i in 1 2 3; do kill -9 -1 2>/dev/null; sleep 0.05; done; exit 0"
 # /tests and /logs/verifier may be mount points (apptainer binds them): emptied rather than removed;
