@@ -160,28 +160,32 @@ class OverlayLayer:
         return Entry("dir")
 
     def changes(self) -> list[Change]:
-        out: list[Change] = []
-        self._walk(self.upper, "", out)
-        return out
-
-    def _walk(self, host: str, path: str, out: list[Change]) -> None:
-        try:
-            items = sorted(os.scandir(host), key=lambda e: e.name)
-        except OSError:
-            return
-        for item in items:
-            p = f"{path}/{item.name}"
-            st = item.stat(follow_symlinks=False)
+        found: list[tuple[str, str, os.stat_result]] = []
+        self._walk(self.upper, "", found)
+        if hasattr(self.lower, "prefetch"):  # an image asked in batches (apptainer)
+            self.lower.prefetch([p for p, _, st in found if not _whiteout(st)])
+        out = []
+        for p, host, st in found:
             if _whiteout(st):
                 out.append(Change(p, "D"))
                 continue
             before = self.lower.exists(p)
             if stat.S_ISDIR(st.st_mode):
-                opaque = before and _opaque(item.path)
-                out.append(Change(p, "O" if opaque else ("C" if before else "A")))
-                self._walk(item.path, p, out)
+                out.append(Change(p, "O" if before and _opaque(host) else ("C" if before else "A")))
             else:
                 out.append(Change(p, "C" if before else "A"))
+        return out
+
+    def _walk(self, host: str, path: str, out: list) -> None:
+        try:
+            items = sorted(os.scandir(host), key=lambda e: e.name)
+        except OSError:
+            return
+        for item in items:
+            p, st = f"{path}/{item.name}", item.stat(follow_symlinks=False)
+            out.append((p, item.path, st))
+            if stat.S_ISDIR(st.st_mode):
+                self._walk(item.path, p, out)
 
     def size(self) -> int:
         """Bytes the upper directory holds (its files' allocated blocks)."""

@@ -5,8 +5,8 @@ PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 and PYTEST_PLUGINS=horizon_pytest_guard, so pyt
 by itself and this module registers them as its autoload would (by entry point name, after `-p`
 options, a blocked name left out), except a plugin whose distribution has a file the agent added or
 changed (its dist-info, a file of its RECORD) and one whose module resolves to such a file. The
-harness writes those files, one path a line, beside this module (horizon_pytest_guard.changed)
-after its integrity audit; without that file nothing is left out. A plugin installed by the
+harness writes those files, one path a line, beside this module (horizon_pytest_guard.changed) or
+where HORIZON_PYTEST_GUARD_CHANGED says, after its integrity audit; without it nothing is left out. A plugin installed by the
 grader itself (`uvx -w pytest-json-ctrf`) is new after the audit, so it loads.
 
 Runs inside the sandbox under whatever Python runs pytest: standard library only.
@@ -17,7 +17,9 @@ import importlib.util
 import os
 import sys
 
-CHANGED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "horizon_pytest_guard.changed")
+CHANGED = os.environ.get("HORIZON_PYTEST_GUARD_CHANGED") or os.path.join(
+    os.path.dirname(os.path.abspath(__file__)), "horizon_pytest_guard.changed"
+)
 _done = []
 
 
