@@ -27,6 +27,10 @@ from pathlib import Path
 
 from horizon.io import tar_bytes
 
+# the harness's own commands inside a sandbox (mkdir, tar, sh, kill) are found on the standard PATH,
+# whatever PATH the task's image declares (a Dockerfile may put its own directory first, or drop /usr/bin)
+HARNESS_ENV = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
+
 
 class SandboxError(RuntimeError):
     """A sandbox operation failed. Whose doing it was is for diagnose() to say, from evidence;
@@ -146,12 +150,13 @@ class Sandbox:
 
     def put(self, src: Path, dest: str) -> None:
         """Copy a host file or directory to `dest` inside the sandbox (dest = the new path)."""
-        self.exec(["mkdir", "-p", dest.rsplit("/", 1)[0] or "/"], timeout=30, cwd="/")
+        self.exec(["mkdir", "-p", dest.rsplit("/", 1)[0] or "/"], timeout=30, cwd="/", env=HARNESS_ENV)
         r = self.exec(
             ["tar", "-x", "-C", dest.rsplit("/", 1)[0] or "/"],
             input=tar_bytes(src, dest.rsplit("/", 1)[1]),
             timeout=120,
             cwd="/",
+            env=HARNESS_ENV,
         )
         if not r.ok:
             raise SandboxError(f"{self.spec.name}: copying {src} to {dest} failed: {r.stderr[-500:]}")
@@ -161,13 +166,15 @@ class Sandbox:
     def settle(self, seconds: float) -> bool:
         """Wait (at most `seconds`) until nothing in the sandbox runs; False if it stayed busy or cannot say."""
         try:  # the exec's timeout bounds the wait
-            return self.exec(["sh", "-c", SETTLE], timeout=seconds, cwd="/").ok
+            return self.exec(["sh", "-c", SETTLE], timeout=seconds, cwd="/", env=HARNESS_ENV).ok
         except SandboxError:  # out of processes (a fork bomb): nothing to wait for
             return False
 
     def kill_agent(self) -> None:
         """Kill every process in the sandbox but its own (what the agent or the tests left running)."""
-        r = self.exec(["sh", "-c", KILL_ALL_PASSES], cwd="/")  # no `timeout` wrapper: kill -1 would end it
+        r = self.exec(
+            ["sh", "-c", KILL_ALL_PASSES], cwd="/", env=HARNESS_ENV
+        )  # no `timeout` wrapper: kill -1 would end it
         if r.rc != 0:
             raise SandboxError(f"{self.spec.name}: killing the agent's processes failed: {r.stderr[-300:]}")
 
@@ -194,11 +201,15 @@ class Sandbox:
 
     def reset_for_grading(self, tests_archive: bytes) -> str:
         """Fresh /tests (the archive extracted), /logs/verifier and HOME; returns HOME. After kill_agent."""
-        r = self.exec(["sh", "-c", RESET_DIRS, "sh", self.grader_home], timeout=60, cwd="/")
+        r = self.exec(["sh", "-c", RESET_DIRS, "sh", self.grader_home], timeout=60, cwd="/", env=HARNESS_ENV)
         if r.rc != 0:
             raise SandboxError(f"{self.spec.name}: recreating /tests and /logs failed: {r.stderr[-300:]}")
         r = self.exec(
-            ["tar", "-x", "--no-same-owner", "-C", "/tests"], input=tests_archive, timeout=120, cwd="/"
+            ["tar", "-x", "--no-same-owner", "-C", "/tests"],
+            input=tests_archive,
+            timeout=120,
+            cwd="/",
+            env=HARNESS_ENV,
         )
         if r.rc != 0:
             raise SandboxError(f"{self.spec.name}: putting the tests in failed: {r.stderr[-500:]}")
@@ -207,7 +218,7 @@ class Sandbox:
     def clear_grading(self) -> None:
         """Between the steps of a multi-step task: the previous step's tests and verifier logs go
         (as Harbor removes them), so that the next step's agent never sees them."""
-        r = self.exec(["sh", "-c", CLEAR_DIRS, "sh", self.grader_home], timeout=60, cwd="/")
+        r = self.exec(["sh", "-c", CLEAR_DIRS, "sh", self.grader_home], timeout=60, cwd="/", env=HARNESS_ENV)
         if r.rc != 0:
             raise SandboxError(
                 f"{self.spec.name}: clearing /tests and /logs/verifier failed: {r.stderr[-300:]}"
@@ -218,14 +229,14 @@ class Sandbox:
             return Diagnosis(
                 "lost", f"{self.spec.name}: the sandbox is gone (this backend keeps no more evidence)"
             )
-        r = self.exec(["true"], timeout=10, cwd="/")
+        r = self.exec(["true"], timeout=10, cwd="/", env=HARNESS_ENV)
         if r.ok:
             return Diagnosis("healthy", "the sandbox is up and runs commands")
         return Diagnosis("lost", f"the sandbox is up but `true` cannot run in it ({r.rc}: {r.stderr[-300:]})")
 
     def get(self, src: str, dest: Path) -> bool:
         """Copy a file from the sandbox to the host; False if it does not exist."""
-        r = self.exec(["cat", src], timeout=60, max_bytes=64 << 20)
+        r = self.exec(["cat", src], timeout=60, max_bytes=64 << 20, env=HARNESS_ENV)
         if r.rc != 0:
             return False
         Path(dest).parent.mkdir(parents=True, exist_ok=True)

@@ -40,6 +40,7 @@ import time
 from pathlib import Path
 
 from horizon.eval.sandbox import (
+    HARNESS_ENV,
     RESET_DIRS,
     Diagnosis,
     ExecResult,
@@ -126,7 +127,7 @@ class DockerSandbox(Sandbox):
         self.container = self._run(c, image, labels)
         limit = self.spec.storage_mb << 20
         self.watch = storage.StorageWatch(c, self.container.id, limit, self._outgrown).start()
-        self.exec(["mkdir", "-p", self._workdir, "/logs"], timeout=30, cwd="/")
+        self.exec(["mkdir", "-p", self._workdir, "/logs"], timeout=30, cwd="/", env=HARNESS_ENV)
         if self.exec(["sh", "-c", "command -v tmux"], timeout=30, cwd="/").rc != 0:
             self.stop()
             raise SandboxError(f"{self.spec.name}: the image {image} has no tmux (add it to the image)")
@@ -309,7 +310,9 @@ class DockerSandbox(Sandbox):
 
         self.resume()
         home = self.grader_home
-        r = self.exec(["sh", "-c", "rm -rf /opt/horizon\n" + RESET_DIRS], timeout=60, cwd="/", user="0")
+        r = self.exec(
+            ["sh", "-c", "rm -rf /opt/horizon\n" + RESET_DIRS], timeout=60, cwd="/", user="0", env=HARNESS_ENV
+        )
         if r.rc != 0:
             raise SandboxError(f"{self.spec.name}: recreating /tests and /logs failed: {r.stderr[-300:]}")
         self._put_archive("/tests", tests_archive, "the tests")
@@ -325,7 +328,11 @@ class DockerSandbox(Sandbox):
         if owner in ("0", "root"):  # the archive made it, owned by root
             return home
         r = self.exec(
-            ["sh", "-c", f'chown "$1" {home} && chmod 700 {home}', "sh", owner], timeout=30, cwd="/", user="0"
+            ["sh", "-c", f'chown "$1" {home} && chmod 700 {home}', "sh", owner],
+            timeout=30,
+            cwd="/",
+            user="0",
+            env=HARNESS_ENV,
         )
         if r.rc != 0:
             raise SandboxError(f"{self.spec.name}: making the grader's HOME failed: {r.stderr[-300:]}")
@@ -337,7 +344,7 @@ class DockerSandbox(Sandbox):
             return
         script = "".join(f"rm -f -- {shlex.quote(p)}\n" for p in self._purge if "\n" not in p)
         self._put_archive(*_one_file("/opt/horizon/purge.sh", script.encode()), "the bytecode list")
-        r = self.exec(["sh", "/opt/horizon/purge.sh"], timeout=60, cwd="/", user="0")
+        r = self.exec(["sh", "/opt/horizon/purge.sh"], timeout=60, cwd="/", user="0", env=HARNESS_ENV)
         if r.rc != 0:
             raise SandboxError(f"{self.spec.name}: removing the agent's bytecode failed: {r.stderr[-300:]}")
 
@@ -387,7 +394,7 @@ class DockerSandbox(Sandbox):
             return self._stopped(state)
         pids = self._pids()
         try:
-            r = self.exec(["true"], timeout=10, cwd="/")
+            r = self.exec(["true"], timeout=10, cwd="/", env=HARNESS_ENV)
             why = "" if r.ok else f"{r.rc}: {r.stderr[-300:]}"
         except SandboxError as e:
             why = str(e)
@@ -451,7 +458,7 @@ class DockerSandbox(Sandbox):
     def put(self, src: Path, dest: str) -> None:
         parent, name = dest.rsplit("/", 1)
         parent = parent or "/"
-        self.exec(["mkdir", "-p", parent], timeout=30, cwd="/")
+        self.exec(["mkdir", "-p", parent], timeout=30, cwd="/", env=HARNESS_ENV)
         self._put_archive(parent, tar_bytes(Path(src), name), str(src))
 
     def get(self, src: str, dest: Path) -> bool:

@@ -10,7 +10,9 @@ Every other step is applied in order (horizon.eval.tasks.dockerfile.plan):
   RUN with the Dockerfile's SHELL and the ENV so far, COPY from the build context (bound read-only),
   WORKDIR; `/` is writable while they run and read-only after. `apt-get install` of packages the host
   has is satisfied by the host (the stand-in image); one it lacks fails the step.
-- ENV becomes the environment of the agent's shell and of the tests (image_env).
+- ENV becomes the environment of the agent's shell and of the tests (image_env), starting from the FROM
+  image's as Docker would give it (Docker's default PATH: `ENV PATH=/opt/venv/bin:$PATH` extends it);
+  ARG values are in the environment of the RUN steps after them, as in a Docker build.
 A step it cannot reproduce (horizon.eval.tasks.dockerfile.Unsupported reasons, an apt package the host lacks,
 a RUN that fails in the sandbox: writing into the host's system directories, fetching from the
 network) makes the task `Unsupported` for the local sandbox, naming the line and the reason.
@@ -193,7 +195,7 @@ def prepare(spec: SandboxSpec, root: Path) -> LocalImage:
         elif s.kind == "WORKDIR":
             (image / s.args[0].lstrip("/")).mkdir(parents=True, exist_ok=True)
             out.start_dir = s.args[0]
-        elif s.kind == "ENV":
+        elif s.kind in ("ENV", "ARG"):  # ARG: the RUN steps' environment only, never the image's
             out.start_env.update(dict(s.args))
     out.inside = steps
     _settle_tops(out, image, spec.workdir)
@@ -242,10 +244,10 @@ def _q(words) -> str:
 def build_script(img: LocalImage) -> str:
     """The shell script that runs the steps left (as the sandbox's root), one numbered step at a time;
     it stops at the first that fails, saying which (`horizon-step LINE rc`)."""
-    lines = ["umask 022", "export PATH=/run/horizon/build/bin:$PATH"]
+    lines = ["umask 022", f"export PATH={SHIM}:$PATH"]
     for s in img.inside:
-        if s.kind == "ENV":
-            lines += [f"export {k}={shlex.quote(v)}" for k, v in s.args]
+        if s.kind in ("ENV", "ARG"):  # the apt shim stays first on a PATH the Dockerfile sets
+            lines += [f"export {k}={shlex.quote((SHIM + ':' if k == 'PATH' else '') + v)}" for k, v in s.args]
         elif s.kind == "WORKDIR":
             lines.append(
                 f"mkdir -p {shlex.quote(s.args[0])} && cd {shlex.quote(s.args[0])} || "
@@ -277,7 +279,8 @@ COPY_FN = r"""horizon_copy() {
 """
 
 
-PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+PATH = df.DEFAULT_PATH
+SHIM = "/run/horizon/build/bin"  # the apt-get stand-in, first on the PATH while the RUN steps run
 BUILD_TAIL = 4000  # bytes of a failed Dockerfile step's output kept in the reason
 
 
