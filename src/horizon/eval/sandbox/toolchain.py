@@ -138,7 +138,10 @@ def build(out_dir: str | Path) -> Path:
 
 GUARD = "horizon_pytest_guard"  # the pytest plugin loader of the grader (PYTEST_PLUGINS)
 GUARD_CHANGED = f"/opt/horizon/lib/{GUARD}.changed"  # what the agent added or changed in site directories
-GUARD_ENV = "HORIZON_PYTEST_GUARD_CHANGED"  # another place for that list (a read-only toolchain: apptainer)
+GUARD_ENV = (
+    "HORIZON_PYTEST_GUARD_CHANGED"  # another place for that list (a read-only toolchain: local, apptainer)
+)
+GUARD_FILE = ".horizon-pytest-guard.changed"  # its name there, in /logs
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 GRADER_ENV = {"PATH": f"/opt/horizon/bin:{SYSTEM_PATH}", "PYTHONPATH": "/opt/horizon/lib"}
 OFFLINE_PIP = {

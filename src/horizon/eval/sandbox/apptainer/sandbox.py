@@ -38,9 +38,8 @@ from pathlib import Path
 
 from horizon.eval.sandbox import ExecResult, Finding, Sandbox, SandboxError, SandboxSpec
 from horizon.eval.sandbox.integrity import Entry
-from horizon.eval.sandbox.toolchain import GUARD_ENV
+from horizon.eval.sandbox.toolchain import GUARD_ENV, GUARD_FILE
 
-GUARD_FILE = ".horizon-pytest-guard.changed"
 _KIND = {"L": "link", "D": "dir", "F": "file", "O": "other"}
 # the kind of each path given (one line each: L target, D, F, O, or - when absent), in a fresh container
 KINDS = (
