@@ -218,7 +218,7 @@ class DockerSandbox(Sandbox):
         if self.container is None:
             raise SandboxError(f"{self.spec.name}: the sandbox is not running")
         if self.halted:
-            raise SandboxError(f"{self.spec.name}: the container is stopped (grading or storage_mb)")
+            raise SandboxError(f"{self.spec.name}: the harness stopped the container")
         if isinstance(argv, str):
             argv = ["bash", "-c", argv]
         if input is not None:
