@@ -31,6 +31,7 @@ def task_dir(tmp_path, name: str, body: str):
     d = tmp_path / name.replace(" ", "-").replace("$", "").replace("{", "").replace("}", "").replace(":", "")
     (d / "environment").mkdir(parents=True)
     (d / "tests").mkdir()
+    (d / "tests" / "test.sh").write_text("#!/bin/bash\ntrue\n")
     (d / "task.toml").write_text("[verifier]\ntimeout_sec = 60.0\n")
     (d / "instruction.md").write_text("nothing")
     (d / "environment" / "Dockerfile").write_text(HEAD + "RUN mkdir -p /app\n" + body)

@@ -18,7 +18,12 @@ def test_the_dockerfile_as_the_local_sandbox_reads_it(tmp_path):
         ["line 7", "USER: agent (the local sandbox has only root)"],
     ]  # fmt: skip
     # as Docker: a variable set on an ENV line is not seen by the same line
-    assert p.workdir == "/p/r" and p.env == {"PATH": dockerfile.DEFAULT_PATH, "P": "/p", "Q": "/q", "R": "/p/r"}
+    assert p.workdir == "/p/r" and p.env == {
+        "PATH": dockerfile.DEFAULT_PATH,
+        "P": "/p",
+        "Q": "/q",
+        "R": "/p/r",
+    }
     copy = [s for s in p.steps if s.kind == "COPY"][-1]
     assert copy.args == ("a.txt", "/p/r/")
     run = p.steps[-1]

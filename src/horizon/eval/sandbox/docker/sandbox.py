@@ -113,6 +113,7 @@ class DockerSandbox(Sandbox):
         self.started_at = 0
         self.halted = False  # stopped by the harness to grade it (kill_agent), not by anything inside
         self.exhausted: str | None = None  # the storage watch's evidence, once the layer outgrew storage_mb
+        self.ended: Diagnosis | None = None  # how the container ended, when it did before grading
         self.watch: storage.StorageWatch | None = None
         self._guard_list: list[str] = []  # the audit's site-directory changes, for the pytest guard
         self._purge: list[str] = []  # bytecode to remove before the tests
@@ -261,7 +262,16 @@ class DockerSandbox(Sandbox):
     def kill_agent(self) -> None:
         """Every process in the container ends: the daemon sends SIGKILL to pid 1 (nothing inside runs a
         program for this, so nothing the agent changed can stop it). The container stays stopped until
-        the audit has read its layer and reset_for_grading (or resume) starts it again."""
+        the audit has read its layer and reset_for_grading (or resume) starts it again. A container that
+        had already ended is not started again: how it ended is the audit's finding."""
+        if not self.halted and self.ended is None:
+            daemon, _ = sdk_errors()
+            try:
+                self.container.reload()
+                if self.container.status != "running":
+                    self.ended = self.diagnose()
+            except daemon:
+                pass
         self._halt()
 
     def _halt(self) -> None:
@@ -297,6 +307,10 @@ class DockerSandbox(Sandbox):
 
         if self.exhausted:
             return Finding("sandbox_exhausted", self.exhausted)
+        if self.ended is not None:  # it ended before the harness stopped it
+            if self.ended.agents_doing:
+                return Finding(self.ended.failure_mode, self.ended.evidence)
+            raise SandboxError(f"{self.spec.name}: the container ended before grading", self.ended.evidence)
         env = self.image_env()
         layer = layer_of(self.container, self.spec.labels.get("horizon.run", ""))
         found = integrity.audit(layer, env.get("PATH") or "", env.get("LD_LIBRARY_PATH") or "")
@@ -381,6 +395,8 @@ class DockerSandbox(Sandbox):
             return Diagnosis("lost", f"{self.spec.name}: the container was never started")
         if self.exhausted:
             return Diagnosis("exhausted", self.exhausted)
+        if self.ended is not None:
+            return self.ended
         try:
             self.container.reload()
         except missing:

@@ -70,6 +70,9 @@ class LocalImage:
     start_dir: str = "/"  # the WORKDIR the first RUN runs in
     start_env: dict[str, str] = field(default_factory=dict)  # the ENV set before it
     system: list[str] = field(default_factory=list)  # system directories the staged files go into (read-only)
+    # the working directory of an image whose Dockerfile sets no WORKDIR: Docker's ("/"); /app for a
+    # task without a Dockerfile (its files are copied there)
+    default_workdir: str = "/app"
 
     @property
     def writable(self) -> list[str]:
@@ -186,7 +189,7 @@ def prepare(spec: SandboxSpec, root: Path) -> LocalImage:
         raise Unsupported(
             "; ".join(reasons[:3]) + (f" (and {len(reasons) - 3} more)" if len(reasons) > 3 else ""), "local"
         )
-    out = LocalImage(tops=tops_of(plan), env={**plan.env, **spec.env}, file=plan.file)
+    out = LocalImage(tops=tops_of(plan), env={**plan.env, **spec.env}, file=plan.file, default_workdir="/")
     steps = list(plan.steps)
     while steps and steps[0].kind != "RUN":
         s = steps.pop(0)
@@ -244,10 +247,10 @@ def _q(words) -> str:
 def build_script(img: LocalImage) -> str:
     """The shell script that runs the steps left (as the sandbox's root), one numbered step at a time;
     it stops at the first that fails, saying which (`horizon-step LINE rc`)."""
-    lines = ["umask 022", f"export PATH={SHIM}:$PATH"]
+    lines = ["umask 022", SHIM_MOUNTS]
     for s in img.inside:
-        if s.kind in ("ENV", "ARG"):  # the apt shim stays first on a PATH the Dockerfile sets
-            lines += [f"export {k}={shlex.quote((SHIM + ':' if k == 'PATH' else '') + v)}" for k, v in s.args]
+        if s.kind in ("ENV", "ARG"):
+            lines += [f"export {k}={shlex.quote(v)}" for k, v in s.args]
         elif s.kind == "WORKDIR":
             lines.append(
                 f"mkdir -p {shlex.quote(s.args[0])} && cd {shlex.quote(s.args[0])} || "
@@ -280,7 +283,12 @@ COPY_FN = r"""horizon_copy() {
 
 
 PATH = df.DEFAULT_PATH
-SHIM = "/run/horizon/build/bin"  # the apt-get stand-in, first on the PATH while the RUN steps run
+SHIM = "/run/horizon/build/bin"  # the apt-get stand-in
+# while the RUN steps run, the stand-in is bound over the host's apt-get and apt (the PATH the steps see
+# is Docker's); a host without them gets it first on the PATH instead
+SHIM_MOUNTS = f"""for t in apt-get apt; do
+  if [ -e /usr/bin/$t ]; then mount -n --bind {SHIM}/$t /usr/bin/$t; else export PATH={SHIM}:$PATH; fi
+done"""
 BUILD_TAIL = 4000  # bytes of a failed Dockerfile step's output kept in the reason
 
 
@@ -320,6 +328,7 @@ for d in /*; do
   ovl "$d" "/run/horizon/upper/$n" "horizon-$n" "$d"
 done
 umount -n -l /run/horizon/lower /run/horizon/upper
+for t in apt-get apt; do umount -n -l /usr/bin/$t 2>/dev/null; done
 mount -n -o remount,bind,ro /
 umount -n -l /run/horizon/build /run/horizon/context"""
 

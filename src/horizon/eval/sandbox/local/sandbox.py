@@ -182,6 +182,11 @@ class LocalSandbox(Sandbox):
         self._guard_list = found.site_changes
         return Finding("tampered", found.evidence) if found.tampered else None
 
+    @property
+    def workdir(self) -> str:
+        """The task's, else the image's: "/" when its Dockerfile sets no WORKDIR (as Docker), else /app."""
+        return self.spec.workdir or (self.image.default_workdir if self.image is not None else "/app")
+
     def image_env(self) -> dict[str, str]:
         env = dict(self.image.env) if self.image is not None else dict(self.spec.env)
         if getattr(self, "_guard_list", None):
