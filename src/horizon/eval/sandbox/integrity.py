@@ -120,6 +120,40 @@ class Audit:
         return "the agent changed what grades it: " + "; ".join(self.tampered[:5]) + more
 
 
+class SnapshotLayer:
+    """Two scans of the watched directories (before and after the agent) as a Layer; other paths are
+    read by `host_read` (the image's side where nothing of the agent's is)."""
+
+    def __init__(
+        self, before: dict[str, Entry], after: dict[str, Entry], flat: list[str], deep: list[str], host_read
+    ):
+        self.before, self.after, self.host_read = before, after, host_read
+        self.flat, self.deep = set(flat), deep
+
+    def _watched(self, path: str) -> bool:
+        if path in self.flat or posixpath.dirname(path) in self.flat:
+            return True
+        return any(path == r or path.startswith(r + "/") for r in self.deep)
+
+    def changes(self) -> list[Change]:
+        out = []
+        for p in sorted(set(self.before) | set(self.after)):
+            a, b = self.before.get(p), self.after.get(p)
+            if a is None:
+                out.append(Change(p, "A"))
+            elif b is None:
+                out.append(Change(p, "D"))
+            elif (a.kind, a.target, a.digest) != (b.kind, b.target, b.digest):
+                out.append(Change(p, "C"))
+        return out
+
+    def now(self, path: str) -> Entry | None:
+        return self.after.get(path) if self._watched(path) else self.host_read(path)
+
+    def image(self, path: str) -> Entry | None:
+        return self.before.get(path) if self._watched(path) else self.host_read(path)
+
+
 def same(a: Entry | None, b: Entry | None) -> bool:
     if a is None or b is None:
         return a is b

@@ -20,7 +20,10 @@ start-up hooks are the image's; there, kill_agent is `kill -9 -1` inside and no 
 kill_agent stops the instance (every process ends, nothing inside runs for it), the integrity audit
 reads DIR/upper from the host (overlay.py: whiteouts, opaque directories; the image's side asked
 of a fresh container of the image, which nothing of the agent's touches), and only a clean layer
-is started again, over the same DIR, for the tests.
+is started again, over the same DIR, for the tests. Root or not, /app is the host's directory the
+agent writes: an image's PATH directory there (`ENV PATH=/app/bin:$PATH`) is scanned on the host at
+start and before the tests, and audited with the same rules (a `bash` planted in front of the
+image's is tampered).
 
 Apptainer is not packaged for Debian 12, so CI tests the command lines (tests/unit/eval/sandbox/apptainer/test_sandbox.py).
 """
@@ -28,6 +31,7 @@ Apptainer is not packaged for Debian 12, so CI tests the command lines (tests/un
 from __future__ import annotations
 
 import os
+import posixpath
 import shlex
 import shutil
 import subprocess
@@ -36,7 +40,7 @@ import time
 import uuid
 from pathlib import Path
 
-from horizon.eval.sandbox import ExecResult, Finding, Sandbox, SandboxError, SandboxSpec
+from horizon.eval.sandbox import HARNESS_ENV, ExecResult, Finding, Sandbox, SandboxError, SandboxSpec
 from horizon.eval.sandbox.integrity import Entry
 from horizon.eval.sandbox.toolchain import GUARD_ENV, GUARD_FILE
 
@@ -129,6 +133,29 @@ class ApptainerSandbox(Sandbox):
         if self.spec.workdir_files:
             shutil.copytree(self.spec.workdir_files, self.root / "app", dirs_exist_ok=True)
         self._instance()
+        self._app_before = self._scan_app()
+
+    def _app_path_dirs(self) -> list[str]:
+        """The image's PATH directories in /app (the task's files, bound from the host) and their parents."""
+        dirs = [d.rstrip("/") for d in (self.image_env().get("PATH") or "").split(":")]
+        dirs = [d for d in dirs if d == "/app" or d.startswith("/app/")]
+        return list(dict.fromkeys(dirs + [posixpath.dirname(d) for d in dirs if d != "/app"]))
+
+    def _scan_app(self) -> dict[str, Entry]:
+        """The entries of those directories, read on the host (root/app), no link followed."""
+        from horizon.eval.sandbox.overlay import LowerStack, entry_of
+
+        stack, out = LowerStack([self.root / "app"]), {}
+        for d in self._app_path_dirs():
+            host = stack.find(d[len("/app") :] or "/")
+            if host is None or not os.path.isdir(host) or os.path.islink(host):
+                continue
+            for item in sorted(os.scandir(host), key=lambda e: e.name):
+                try:
+                    out[f"{d}/{item.name}"] = entry_of(item.path)
+                except OSError:
+                    continue
+        return out
 
     def _instance(self) -> None:
         argv = self.start_argv(str(self.root / "app"))
@@ -148,22 +175,29 @@ class ApptainerSandbox(Sandbox):
             self.running = False
 
     def audit(self) -> Finding | None:
+        """/app's PATH directories (host files the agent writes, root or not) against their state at
+        start; as root, the overlay's upper directory against the image too."""
         from horizon.eval.sandbox import integrity
         from horizon.eval.sandbox.overlay import OverlayLayer
 
-        if not self.overlay or self.running:
-            return None
-        upper = self.root / "overlay" / "upper"
-        if not upper.is_dir():
-            return None
-        layer = OverlayLayer(upper, ImageFiles(self.bin, self.image_ref()))
+        image = ImageFiles(self.bin, self.image_ref())
         env = self.image_env()
-        found = integrity.audit(layer, env.get("PATH") or "", env.get("LD_LIBRARY_PATH") or "")
+        path, libs = env.get("PATH") or "", env.get("LD_LIBRARY_PATH") or ""
+        dirs = self._app_path_dirs()
+        app = integrity.SnapshotLayer(
+            getattr(self, "_app_before", {}), self._scan_app(), dirs, [], image.entry
+        )
+        found = integrity.audit(app, path, libs) if dirs else integrity.Audit()
+        upper = self.root / "overlay" / "upper"
+        if self.overlay and not self.running and upper.is_dir():
+            more = integrity.audit(OverlayLayer(upper, image), path, libs)
+            found.tampered += more.tampered
+            found.site_changes, found.purge = more.site_changes, more.purge
         if found.tampered:
             return Finding("tampered", found.evidence)
         self._purge = found.purge
-        # the pytest guard's list: the toolchain is bound read-only, so it goes to /logs (GUARD_ENV says where)
-        (self.root / "logs" / GUARD_FILE).write_text("".join(f"{p}\n" for p in found.site_changes))
+        if found.site_changes:  # the pytest guard's list: the toolchain is read-only, so to /logs (GUARD_ENV)
+            write_new(self.root / "logs" / GUARD_FILE, "".join(f"{p}\n" for p in found.site_changes))
         return None
 
     def image_env(self) -> dict[str, str]:
@@ -184,8 +218,8 @@ class ApptainerSandbox(Sandbox):
         purge = getattr(self, "_purge", [])
         if purge:
             script = "".join(f"rm -f -- {shlex.quote(p)}\n" for p in purge if "\n" not in p)
-            (self.root / "logs" / ".horizon-purge.sh").write_text(script)
-            self.exec(["sh", "/logs/.horizon-purge.sh"], timeout=60, cwd="/")
+            write_new(self.root / "logs" / ".horizon-purge.sh", script)
+            self.exec(["sh", "/logs/.horizon-purge.sh"], timeout=60, cwd="/", env=HARNESS_ENV)
             (self.root / "logs" / ".horizon-purge.sh").unlink(missing_ok=True)
         return home
 
@@ -222,6 +256,19 @@ class ApptainerSandbox(Sandbox):
         if self.root is not None:
             shutil.rmtree(self.root, ignore_errors=True)
             self.root = None
+
+
+def write_new(path: Path, text: str) -> None:
+    """A new file in a host directory the agent could write (/logs): whatever it left at that name goes
+    first (never followed: a link planted there would send the write elsewhere on the host)."""
+    if os.path.lexists(path):
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path)
+        else:
+            os.unlink(path)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
 
 
 class ImageFiles:

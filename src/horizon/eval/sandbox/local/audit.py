@@ -9,7 +9,7 @@ a writable top (its entries), each Python site directory and standard library th
 scanned once after the build (the image) and again after the agent (now). The scan runs inside the
 sandbox's mount namespace (run_from_host) with the host's own Python (the sandbox's /usr is the
 host's, read-only): `-I -S`, nothing of the sandbox's on its path, no link followed. The two scans
-make an integrity.Layer; paths outside the watched ones are the host's, read on the host.
+make an integrity.SnapshotLayer; paths outside the watched ones are the host's, read on the host.
 
 Imports: integrity, overlay (entry_of for host paths).
 """
@@ -22,7 +22,7 @@ import os
 import posixpath
 
 from horizon.eval.sandbox import SandboxError
-from horizon.eval.sandbox.integrity import HEAD, Change, Entry
+from horizon.eval.sandbox.integrity import HEAD, Entry
 
 # runs inside: {"flat": [dirs], "deep": [dirs], "find": [tops]} -> {"entries": {path: [kind, target, size,
 # ino, ctime_ns, head_b64]}, "sites": [site directories found under the tops, 5 levels at most]}
@@ -95,39 +95,6 @@ def scan(sb, request: dict, python: str) -> tuple[dict[str, Entry], list[str]]:
         digest = f"{size}:{ino}:{ctime}" if kind == "file" else ""  # ctime: no write goes unseen
         out[p] = Entry(kind, target=target, digest=digest, head=base64.b64decode(head))
     return out, found["sites"]
-
-
-class SnapshotLayer:
-    """Two scans of the watched directories as an integrity.Layer; other paths are the host's."""
-
-    def __init__(
-        self, before: dict[str, Entry], after: dict[str, Entry], flat: list[str], deep: list[str], host_read
-    ):
-        self.before, self.after, self.host_read = before, after, host_read
-        self.flat, self.deep = set(flat), deep
-
-    def _watched(self, path: str) -> bool:
-        if path in self.flat or posixpath.dirname(path) in self.flat:
-            return True
-        return any(path == r or path.startswith(r + "/") for r in self.deep)
-
-    def changes(self) -> list[Change]:
-        out = []
-        for p in sorted(set(self.before) | set(self.after)):
-            a, b = self.before.get(p), self.after.get(p)
-            if a is None:
-                out.append(Change(p, "A"))
-            elif b is None:
-                out.append(Change(p, "D"))
-            elif (a.kind, a.target, a.digest) != (b.kind, b.target, b.digest):
-                out.append(Change(p, "C"))
-        return out
-
-    def now(self, path: str) -> Entry | None:
-        return self.after.get(path) if self._watched(path) else self.host_read(path)
-
-    def image(self, path: str) -> Entry | None:
-        return self.before.get(path) if self._watched(path) else self.host_read(path)
 
 
 def host_entry(path: str, system: tuple[str, ...]) -> Entry | None:

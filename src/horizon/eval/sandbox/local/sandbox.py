@@ -174,7 +174,7 @@ class LocalSandbox(Sandbox):
         if not watch or not (watch["flat"] or watch["deep"]):
             return None
         after, _ = audit.scan(self, {**watch, "find_tops": ["*"]}, _init_python()[0])
-        layer = audit.SnapshotLayer(
+        layer = integrity.SnapshotLayer(
             self._before, after, watch["flat"], watch["deep"], lambda p: audit.host_entry(p, SYSTEM_DIRS)
         )
         env = self.image_env()

@@ -131,10 +131,13 @@ def test_as_root_honest_changes_pass_and_the_guard_gets_the_site_changes(rooted)
     (site / "demo-1.0.dist-info/entry_points.txt").write_text("[pytest11]\ndemo = demo\n")
     (upper / "tmp").mkdir()
     (upper / "tmp/scratch.txt").write_text("work")
+    (sb.root / "outside").write_text("host file")
+    (sb.root / "logs" / ".horizon-pytest-guard.changed").symlink_to(sb.root / "outside")
     sb.kill_agent()
     assert sb.audit() is None
     listed = (sb.root / "logs" / ".horizon-pytest-guard.changed").read_text().split()
     assert listed == ["/usr/lib/python3/dist-packages/demo-1.0.dist-info/entry_points.txt"]
+    assert (sb.root / "outside").read_text() == "host file"  # the link the agent left in /logs: not followed
     assert sb.image_env()["HORIZON_PYTEST_GUARD_CHANGED"] == "/logs/.horizon-pytest-guard.changed"
     first = sb.name
     sb.resume()  # a new instance over the same overlay directory
@@ -143,9 +146,34 @@ def test_as_root_honest_changes_pass_and_the_guard_gets_the_site_changes(rooted)
     assert start[start.index("--overlay") + 1] == f"{sb.root}/overlay"
 
 
-def test_without_root_no_audit_and_kill_all_inside(monkeypatch):
+def test_without_root_kill_all_inside_and_the_image_not_audited(tmp_path, monkeypatch):
+    from horizon.eval.sandbox import ExecResult
+
+    monkeypatch.setattr(subprocess, "run", FakeApptainer())
     sb = sandbox(overlay=False)
+    sb.root = tmp_path
+    (tmp_path / "app").mkdir()
     seen = []
-    monkeypatch.setattr(sb, "exec", lambda argv, **kw: seen.append(argv) or __import__("horizon.eval.sandbox", fromlist=["ExecResult"]).ExecResult(0, "", ""))  # fmt: skip
+    monkeypatch.setattr(sb, "exec", lambda argv, **kw: seen.append(argv) or ExecResult(0, "", ""))
     sb.kill_agent()
     assert seen and "kill -9 -1" in seen[0][-1] and sb.audit() is None
+
+
+def test_a_shell_planted_in_apps_path_directory_is_tampered_root_or_not(tmp_path, monkeypatch):
+    """/app is the host's directory the agent writes: a PATH directory there is scanned at start and
+    before the tests (not in the overlay), and a bash planted in front of the image's is tampered."""
+    monkeypatch.setattr(subprocess, "run", FakeApptainer())
+    sb = sandbox(overlay=False, env={"PATH": "/app/bin:/usr/bin:/bin"})
+    sb.root = tmp_path
+    (tmp_path / "app" / "bin").mkdir(parents=True)
+    (tmp_path / "app" / "bin" / "mytool").write_text("the task's own")
+    sb._app_before = sb._scan_app()
+    assert set(sb._app_before) == {"/app/bin", "/app/bin/mytool"}
+    (tmp_path / "app" / "bin" / "mytool").write_text("the agent's fix")
+    assert sb.audit() is None  # the task's own program, changed: shadows nothing
+    (tmp_path / "app" / "bin" / "bash").write_text("#!/bin/sh\necho 1 > /logs/verifier/reward.txt\n")
+    found = sb.audit()
+    assert (
+        found.failure_mode == "tampered"
+        and "/app/bin/bash: a program added in front of /usr/bin/bash" in found.evidence
+    )
