@@ -127,7 +127,8 @@ class DockerSandbox(Sandbox):
         self.started_at = int(time.time()) - 1
         self.container = self._run(c, image, labels)
         limit = self.spec.storage_mb << 20
-        self.watch = storage.StorageWatch(c, self.container.id, limit, self._outgrown).start()
+        disk = storage.local_data_root(c)
+        self.watch = storage.StorageWatch(c, self.container.id, limit, self._outgrown, disk).start()
         self.exec(["mkdir", "-p", self._workdir, "/logs"], timeout=30, cwd="/", env=HARNESS_ENV)
         if self.exec(["sh", "-c", "command -v tmux"], timeout=30, cwd="/").rc != 0:
             self.stop()

@@ -2,16 +2,19 @@
 
 Docker limits a container's writable layer (`storage_opt={"size": ...}`) only on overlay2 over xfs
 mounted with pquota, devicemapper, btrfs and zfs; whether this daemon can is learnt from its answer
-to the first container that asks (once per daemon and process). Everywhere, a thread polls the
-layer's size through the daemon's API (`SizeRw`, what `docker ps -s` shows) while the attempt runs;
-over the limit it calls `on_exceed` once (the sandbox then stops the container: the writer ends at
-once, and the attempt is the agent's `sandbox_exhausted`). The interval is short (POLL_S) and grows
-with the cost of a poll (a layer of many files takes the daemon longer to measure).
+to the first container that asks (once per daemon and process). Everywhere, a thread watches the
+layer's size while the attempt runs; over the limit it calls `on_exceed` once (the sandbox then
+stops the container: the writer ends at once, and the attempt is the agent's `sandbox_exhausted`).
+The layer's size comes from the daemon's API (`SizeRw`, what `docker ps -s` shows), which walks the
+layer's files: on a local daemon it is asked only when the daemon's disk (statvfs of its data root,
+every POLL_S) has lost GATE bytes since the last answer, or every SLOW_S; on a remote one every
+SLOW_S / 4. Each interval grows with the cost of a poll (a layer of many files takes longer).
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -20,6 +23,8 @@ from horizon.eval.sandbox.docker.image import sdk_errors
 
 log = logging.getLogger("horizon.eval.sandbox.docker")
 POLL_S = 0.25
+SLOW_S = 4.0
+GATE = 64 << 20  # the daemon's disk losing this much since the last measurement: measure the layer now
 _enforced: dict[str, bool] = {}  # daemon -> whether storage_opt size is honoured
 
 
@@ -44,6 +49,23 @@ def accepted(client) -> None:
     _enforced.setdefault(str(client.api.base_url), True)
 
 
+_roots: dict[str, str | None] = {}
+
+
+def local_data_root(client) -> str | None:
+    """The daemon's data root when it is a directory of this host (a local daemon), else None."""
+    key = str(client.api.base_url)
+    if key not in _roots:
+        daemon, _ = sdk_errors()
+        try:
+            root = client.info().get("DockerRootDir")
+        except daemon:
+            root = None
+        local = key.startswith("http+docker://") or "unix" in key
+        _roots[key] = root if local and root and os.path.isdir(root) else None
+    return _roots[key]
+
+
 def layer_size(client, container_id: str) -> int | None:
     """Bytes of the container's writable layer, as the daemon measures it (None: it cannot say)."""
     daemon, _ = sdk_errors()
@@ -57,8 +79,11 @@ def layer_size(client, container_id: str) -> int | None:
 class StorageWatch:
     """Polls the layer's size; `on_exceed(size)` once when it is over `limit` bytes; `peak` the largest seen."""
 
-    def __init__(self, client, container_id: str, limit: int, on_exceed: Callable[[int], None]):
+    def __init__(
+        self, client, container_id: str, limit: int, on_exceed: Callable[[int], None], disk: str | None = None
+    ):
         self.client, self.id, self.limit, self.on_exceed = client, container_id, limit, on_exceed
+        self.disk = disk  # the daemon's data root, where it is on this host
         self.peak = 0
         self.fired = False
         self._stop = threading.Event()
@@ -68,12 +93,23 @@ class StorageWatch:
         self._thread.start()
         return self
 
+    def _free(self) -> int | None:
+        try:
+            st = os.statvfs(self.disk)
+            return st.f_bavail * st.f_frsize
+        except (OSError, TypeError):
+            return None
+
     def _run(self) -> None:
-        interval = POLL_S
+        interval, last_free, last_time = POLL_S, self._free(), 0.0
         while not self._stop.wait(interval):
-            t = time.monotonic()
+            free, now = self._free(), time.monotonic()
+            due = now - last_time >= (SLOW_S if free is not None else SLOW_S / 4)
+            if not due and (free is None or last_free is None or last_free - free < GATE):
+                continue
             size = layer_size(self.client, self.id)
-            interval = max(POLL_S, 5 * (time.monotonic() - t))  # never more than a fifth of the time
+            last_free, last_time = free, now
+            interval = max(POLL_S, 5 * (time.monotonic() - now))  # the daemon measures a fifth of the time
             if size is None:
                 continue
             self.peak = max(self.peak, size)
