@@ -94,6 +94,8 @@ def test_image_cache_labels_limits_and_no_network(dockerd, tools):
         assert r.rc != 0
         assert sb.exec("cat /app/in.txt").stdout == "input\n"
         assert sb.exec("sleep 30", timeout=1).timed_out
+        killed = sb.exec("kill -9 $$", timeout=30)  # its own signal, well inside its time: not a timeout
+        assert killed.rc == 137 and not killed.timed_out
     finally:
         sb.stop()
     assert ours(dockerd) == []
@@ -224,3 +226,58 @@ def test_sweep_removes_stale_containers_of_the_same_run(dockerd, tools):
     assert sweep("other/b/r0") == 0 and sweep("m/b/r0") == 1
     assert ours(dockerd) == []
     json.dumps({})
+
+
+# the writer is stopped this far past storage_mb at most (measured here: 90 MB with dd at full speed on a
+# loaded 2-core machine, the layer polled every 0.25 s); the daemon's disk keeps its space
+OVERSHOOT_MB = 512
+
+
+def test_a_disk_filling_agent_is_stopped_before_it_hurts_the_host(dockerd, tools, tmp_path):
+    import os
+    import shutil
+    import threading
+
+    d = tmp_path / "fill"
+    shutil.copytree(FIXTURES / "harbor-tasks/hello", d)
+    toml = (d / "task.toml").read_text()
+    (d / "task.toml").write_text(toml.replace("[environment]", "[environment]\nstorage_mb = 256", 1)
+                                 if "[environment]" in toml else toml + "\n[environment]\nstorage_mb = 256\n")  # fmt: skip
+    task = load_harbor(d)
+    assert task.storage_mb == 256
+    c = client()
+    root = c.info()["DockerRootDir"]
+
+    def free() -> int:
+        st = os.statvfs(root)
+        return st.f_bavail * st.f_frsize
+
+    seen, stop = {"free": free(), "layer": 0}, threading.Event()
+
+    def watch():  # the daemon's disk and the container's layer, every 50 ms
+        while not stop.is_set():
+            seen["free"] = min(seen["free"], free())
+            for ct in c.api.containers(all=True, size=True, filters={"label": "horizon.run=t"}):
+                seen["layer"] = max(seen["layer"], ct.get("SizeRw") or 0)
+            time.sleep(0.05)
+
+    before = free()
+    t = threading.Thread(target=watch, daemon=True)
+    t.start()
+    try:
+        rec = attempt(
+            tools, [ans("dd if=/dev/zero of=/tmp/fill bs=1M\n", d=2)] + [ans(":\n", d=0.5)] * 60, task
+        )
+    finally:
+        stop.set()
+        t.join()
+    after = free()
+    mb = 2**20
+    print(f"\ndaemon disk free: {before / mb:.0f} MB before, {seen['free'] / mb:.0f} MB at least during, "
+          f"{after / mb:.0f} MB after; the layer reached {seen['layer'] / mb:.0f} MB (storage_mb 256)")  # fmt: skip
+    assert rec["failure_mode"] == "sandbox_exhausted" and rec["ended"] == "sandbox_exhausted", rec
+    assert "over the task's storage_mb (256 MB)" in rec["evidence"]
+    assert seen["layer"] > 256 * mb  # the writer did write (the limit was reached), ...
+    assert seen["layer"] < (256 + OVERSHOOT_MB) * mb  # ... and was stopped soon after
+    assert seen["free"] > before - (256 + OVERSHOOT_MB + 1024) * mb  # (1 GB: other work on this disk)
+    assert after > before - 1024 * mb and ours(dockerd) == []

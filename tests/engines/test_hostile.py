@@ -1,13 +1,19 @@
 """A hostile agent, under the local and the docker sandbox: a wrong answer plus one trick each.
 
-Every trick must leave the grade a FAIL, the host's files as they were, the harness's secrets unread,
-and an agent that kills everything it can must fail as the agent (never an infrastructure error,
-which the tables exclude), with the next attempt graded as usual. The tricks run through the real
-agent loop: a scripted model (FAKE: no LLM) types them into the sandbox's tmux.
+Every trick must leave the grade a FAIL (or `tampered`), the host's files as they were, the harness's
+secrets unread, and an agent that kills everything it can must fail as the agent (never an
+infrastructure error, which the tables exclude), with the next attempt graded as usual. The tricks
+run through the real agent loop: a scripted model (FAKE: no LLM) types them into the sandbox's tmux,
+followed by a check; it waits (a no-op each turn) until the check's marker shows, so each probe's
+transcript proves its trick ran and says whether it landed (`ran`: the check's exit status). Where a
+trick lands, a positive control grades it once more with the protection switched off and sees the
+forged pass, so the FAIL is the protection's doing, not a trick that missed.
 """
 
 import base64
 import os
+import re
+import shutil
 import socket
 import subprocess
 import threading
@@ -29,6 +35,10 @@ HELLO = load_harbor(FIXTURES / "harbor-tasks" / "hello")
 WRONG = "echo nope > /app/out.txt; "
 SECRET = "horizon-probe-secret-91c4"
 PASS_SCRIPT = "#!/bin/bash\nmkdir -p /logs/verifier; echo 1 > /logs/verifier/reward.txt\n"
+# a shell stand-in that writes the reward (its interpreter must not be the bash it replaces)
+FAKE_SHELL = "#!/bin/sh\nmkdir -p /logs/verifier; echo 1 > /logs/verifier/reward.txt\n"
+MARK = re.compile(r"HZRAN:(\d+)")  # typed as HZ""RAN: so that the command line itself never matches
+POLLS = 60  # at most 60 x 0.5 s waiting for a trick's check
 
 
 def ans(cmd=None, done=False, d=0.3):
@@ -42,19 +52,38 @@ def kind(request, tools):
     return request.param
 
 
-def probe(kind, tools, trick, wait=1.5, task=HELLO):
-    """One attempt: the wrong answer and the trick, then task_complete twice."""
-    answers = [ans(WRONG + trick + "\n", d=wait), ans(done=True), ans(done=True)]
+def model(trick: str, check: str):
+    """The wrong answer, the trick and its check (exit status printed after HZRAN:), then a no-op each
+    turn until the marker shows, then task_complete twice."""
+
+    def answer(messages):
+        turns = sum(m["role"] == "assistant" for m in messages)
+        if turns == 0:
+            return ans(f'{WRONG}{trick}\n{check}; echo "HZ""RAN:$?"\n', d=0.5)
+        seen = any(MARK.search(m["content"]) for m in messages if m["role"] == "user")
+        return ans(done=True) if seen or turns > POLLS else ans(":\n", d=0.5)
+
+    return answer
+
+
+def probe(kind, tools, trick, check="true", task=HELLO):
+    """One attempt; its record, its conversation and `ran` (the check's status, None if never shown)."""
     ctx = RunContext(
-        kind, ScriptedBackend(answers), TEMPLATE, AgentConfig(), [], {"toolchain": tools}, "probe"
+        kind, ScriptedBackend(model(trick, check)), TEMPLATE, AgentConfig(), [], {"toolchain": tools}, "probe"
     )
     out = run_attempt(task, 0, 0, ctx, 0, LiveSandboxes(), None)
-    return {**out.record.to_dict(), "messages": out.messages}
+    seen = [MARK.search(m["content"]) for m in out.messages if m["role"] == "user"]
+    ran = next((int(m.group(1)) for m in seen if m), None)
+    return {**out.record.to_dict(), "messages": out.messages, "ran": ran}
 
 
 def b64_file(path: str, text: str) -> str:
     """Shell that writes `text` to `path` (base64: no quoting trouble in tmux)."""
     return f"echo {base64.b64encode(text.encode()).decode()} | base64 -d > {path}"
+
+
+def failed(rec) -> bool:
+    return not rec["success"] and rec["failure_mode"] in ("tests_failed", "tampered")
 
 
 @pytest.fixture
@@ -75,7 +104,8 @@ def test_symlinks_planted_in_tests_reach_nothing_and_pass_nothing(kind, tools, h
         f"{b64_file(created, PASS_SCRIPT)}; chmod +x {created}; mkdir -p /tests; "
         f"ln -sf {created} /tests/test.sh; ln -sf {canary} /tests/test_outputs.py; chmod 555 /tests"
     )
-    rec = probe(kind, tools, trick)
+    rec = probe(kind, tools, trick, "test -L /tests/test.sh")
+    assert (rec["ran"] == 0) == (kind == "docker"), rec  # local: /tests is read-only until grading
     assert not rec["success"] and rec["failure_mode"] == "tests_failed"
     assert canary.read_text() == "untouched\n" and oct(canary.stat().st_mode & 0o777) == "0o600"
     assert not created.exists()  # the agent's path never resolved on the host
@@ -93,11 +123,14 @@ while True:
     c, _ = s.accept(); c.recv(1 << 20)
     c.sendall(json.dumps({"rc": 0, "stdout": one, "stderr": "", "timed_out": False}).encode() + b"\n"); c.close()
 """
+# a bounded wait inside the sandbox for a condition (the probe's check)
+UNTIL = "for i in $(seq 100); do {cond} && break; sleep 0.05; done; {cond}"
 
 
 def test_a_fake_control_server_forges_nothing(kind, tools):
     trick = f"{b64_file('/tmp/fake.py', FAKE_SERVER)}; (python3 /tmp/fake.py >/dev/null 2>&1 &)"
-    rec = probe(kind, tools, trick)
+    rec = probe(kind, tools, trick, UNTIL.format(cond="test -S /run/horizon/ctl.sock"))
+    assert rec["ran"] == 0, rec  # the fake server listens
     assert not rec["success"] and rec["failure_mode"] == "tests_failed"
 
 
@@ -122,26 +155,33 @@ def test_a_socket_link_never_makes_the_host_connect(kind, tools):
 
     threading.Thread(target=serve, daemon=True).start()
     try:
-        rec = probe(
-            kind,
-            tools,
-            f"mkdir -p /run/horizon; rm -f /run/horizon/ctl.sock; ln -s {path} /run/horizon/ctl.sock",
-        )
+        trick = f"mkdir -p /run/horizon; rm -f /run/horizon/ctl.sock; ln -s {path} /run/horizon/ctl.sock"
+        rec = probe(kind, tools, trick, "test -L /run/horizon/ctl.sock")
     finally:
         srv.close()
         path.unlink(missing_ok=True)
+    assert rec["ran"] == 0, rec
     assert connections == [] and not rec["success"]
 
 
 def test_the_user_site_of_the_agent_is_not_loaded_by_the_grader(kind, tools):
     site = "$(python3 -c 'import site; print(site.getusersitepackages())')"
     trick = f"mkdir -p {site} && {b64_file(site + '/usercustomize.py', 'import os; os._exit(0)')}"
-    rec = probe(kind, tools, trick)
+    rec = probe(
+        kind, tools, trick, "test -z \"$(python3 -c 'print(6 * 7)')\""
+    )  # its python now prints nothing
+    assert rec["ran"] == 0, rec
     assert not rec["success"] and rec["failure_mode"] == "tests_failed"
 
 
 def test_a_pytest_module_in_app_is_not_imported_by_the_grader(kind, tools):
-    rec = probe(kind, tools, b64_file("/app/pytest.py", "import os\nos._exit(0)\n"))
+    rec = probe(
+        kind,
+        tools,
+        b64_file("/app/pytest.py", "import os\nos._exit(0)\n"),
+        "cd /app && python3 -c 'import pytest'",
+    )
+    assert rec["ran"] == 0, rec  # imported from /app, it ends python with status 0
     assert not rec["success"] and rec["failure_mode"] == "tests_failed"
 
 
@@ -150,13 +190,16 @@ def test_a_read_only_reward_in_a_read_only_verifier_dir_is_not_read(kind, tools)
         "mkdir -p /logs/verifier; echo 1 > /logs/verifier/reward.txt; "
         "chmod 444 /logs/verifier/reward.txt; chmod 555 /logs/verifier /logs"
     )
-    rec = probe(kind, tools, trick)
+    rec = probe(kind, tools, trick, "grep -qx 1 /logs/verifier/reward.txt")
+    assert (rec["ran"] == 0) == (kind == "docker"), rec  # local: /logs is read-only until grading
     assert not rec["success"] and rec["failure_mode"] == "tests_failed"
 
 
 def test_a_background_writer_cannot_rewrite_the_reward(kind, tools):
     loop = "while :; do mkdir -p /logs/verifier; echo 1 > /logs/verifier/reward.txt; sleep 0.005; done"
-    rec = probe(kind, tools, f"(nohup sh -c '{loop}' >/dev/null 2>&1 &)")
+    check = UNTIL.format(cond="test -s /logs/verifier/reward.txt")
+    rec = probe(kind, tools, f"(nohup sh -c '{loop}' >/dev/null 2>&1 &)", check)
+    assert (rec["ran"] == 0) == (kind == "docker"), rec
     assert not rec["success"] and rec["failure_mode"] == "tests_failed"
 
 
@@ -166,7 +209,7 @@ def test_no_secret_of_the_harness_is_readable_inside(kind, tools, monkeypatch):
     trick = f"cat /proc/[0-9]*/environ /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' '\\n' | grep -c '{pattern}'; env | grep -c HORIZON"
     rec = probe(kind, tools, trick)
     seen = rec["messages"][2]["content"]
-    assert SECRET not in seen and "\n0\n0" in seen, seen
+    assert rec["ran"] == 0 and SECRET not in seen and "\n0\n0" in seen, seen
 
 
 def test_kill_all_is_the_agents_failure_and_the_next_attempt_is_graded(kind, tools):
@@ -181,8 +224,6 @@ def test_kill_all_is_the_agents_failure_and_the_next_attempt_is_graded(kind, too
 
 
 def test_the_oracle_grades_every_task_whatever_one_does(kind, tools, tmp_path):
-    import shutil
-
     for name, solve in (
         ("a-kills-all", "kill -9 -1\n"),
         ("b-honest", None),
@@ -197,8 +238,116 @@ def test_the_oracle_grades_every_task_whatever_one_does(kind, tools, tmp_path):
     assert r.returncode == 1 and len(lines) == 4, r.stdout + r.stderr[-2000:]
     assert lines[3] == f"oracle ({kind}): 1 passed, 2 failed, 0 skipped (unsupported) of 3"
     assert "      | FAILED ../tests/test_outputs.py::test_hello" in r.stdout  # why, in the grader's words
-    # its solution killed every process it could (the shell running solve.sh survives its own kill)
-    assert lines[0].startswith("FAIL  a-kills-all  reward 0.00  (solve.sh ")
+    # its solution killed every process it could, its own shell too: not a timeout
+    assert lines[0].startswith("FAIL  a-kills-all  reward 0.00  (solve.sh ") and "timed out" not in lines[0]
     assert lines[0].endswith("tests_failed: rc 0, reward_file reward.txt)")
     assert lines[1] == "pass  b-honest  reward 1.00"
     assert lines[2] == "FAIL  c-wrong  reward 0.00  (tests_failed: rc 0, reward_file reward.txt)"
+
+
+# -- the agent changing what the grader runs: its shell, pytest's plugins, start-up hooks, pytest's config
+
+SITE = "/usr/local/lib/python3.11/dist-packages"  # Debian's site directory for local installs
+PLUGIN = (
+    "import pytest\n@pytest.hookimpl(hookwrapper=True)\ndef pytest_runtest_makereport(item, call):\n"
+    "    out = yield\n    out.get_result().outcome = 'passed'\n"
+)
+
+
+def plant_plugin(site: str) -> str:
+    info = f"{site}/evil-1.0.dist-info"
+    return (
+        f"mkdir -p {info}; {b64_file(site + '/evilplug.py', PLUGIN)}; "
+        f"{b64_file(info + '/METADATA', 'Metadata-Version: 2.1' + chr(10) + 'Name: evil' + chr(10) + 'Version: 1.0' + chr(10))}; "
+        f"{b64_file(info + '/entry_points.txt', '[pytest11]' + chr(10) + 'evil = evilplug' + chr(10))}"
+    )
+
+
+# trick -> (shell that plants it, the check that it landed)
+TRICKS = {
+    "shell": (  # the grader's `bash /tests/test.sh` runs the agent's script
+        f"{b64_file('/tmp/b', FAKE_SHELL)}; chmod +x /tmp/b; cp /tmp/b /usr/bin/bash.new && "
+        "mv -f /usr/bin/bash.new /usr/bin/bash",
+        "head -c 9 /usr/bin/bash | grep -q '^#!/bin/sh'",
+    ),
+    "plugin": (plant_plugin(SITE), f"test -s {SITE}/evil-1.0.dist-info/entry_points.txt"),
+    "pth": (
+        b64_file(f"{SITE}/zz.pth", "import os; os._exit(0)\n"),
+        "test -z \"$(python3 -c 'print(6 * 7)')\"",
+    ),
+    "rootconf": (
+        f"{b64_file('/pytest.ini', '[pytest]' + chr(10))}; {b64_file('/conftest.py', 'import os; os._exit(0)')}",
+        "test -s /pytest.ini && test -s /conftest.py",
+    ),
+    "sitecustomize": (
+        b64_file(f"{SITE}/sitecustomize.py", "import os; os._exit(0)\n"),
+        "test -z \"$(python3 -c 'print(6 * 7)')\"",
+    ),
+    # the task's own directory first on the PATH: a shell planted there, in front of /usr/bin/bash
+    "path-first shell": (
+        f"mkdir -p /app/bin; {b64_file('/app/bin/bash', FAKE_SHELL)}; chmod +x /app/bin/bash",
+        "test -x /app/bin/bash",
+    ),
+}
+
+
+def task_with(tmp_path: Path, name: str, lines: str):
+    """The hello task with lines added to its Dockerfile."""
+    d = tmp_path / name
+    shutil.copytree(FIXTURES / "harbor-tasks" / "hello", d)
+    with (d / "environment" / "Dockerfile").open("a") as f:
+        f.write(lines)
+    return load_harbor(d)
+
+
+PATH_FIRST = "RUN mkdir -p /app/bin /app/lib\nENV PATH=/app/bin:$PATH PYTHONPATH=/app/lib\n"
+# an image without Debian's sitecustomize (Debian's comes first on the path and hides the agent's)
+NO_DEBIAN_HOOK = "RUN rm -f /usr/lib/python3.11/sitecustomize.py /etc/python3.11/sitecustomize.py\n"
+
+
+def unprotected(monkeypatch, kind: str, trick: str) -> None:
+    """The protection switched off (the positive control): no audit, or pytest's plugin autoload back."""
+    if trick == "plugin":
+        import horizon.eval.grading.grader as grader
+
+        full = grader.grader_env
+
+        def autoload(*a, **kw):
+            env = full(*a, **kw)
+            env.pop("PYTEST_DISABLE_PLUGIN_AUTOLOAD")
+            env["PYTEST_PLUGINS"] = ""
+            return env
+
+        monkeypatch.setattr(grader, "grader_env", autoload)
+        return
+    from horizon.eval.sandbox import sandbox_class
+
+    monkeypatch.setattr(sandbox_class(kind), "audit", lambda self: None)
+
+
+# each trick in a plain task and in one whose Dockerfile puts its own directory first on PATH/PYTHONPATH
+CASES = [
+    (t, v) for t in TRICKS for v in ("plain", "path-first") if not (t == "path-first shell" and v == "plain")
+]
+
+
+@pytest.mark.parametrize("trick, variant", CASES)
+def test_the_agent_cannot_change_what_grades_it(kind, tools, tmp_path, monkeypatch, trick, variant):
+    extra = PATH_FIRST if variant == "path-first" else ""
+    if trick == "sitecustomize" and kind == "docker":
+        extra += NO_DEBIAN_HOOK  # local stands the host in for the image: Debian's hook stays there
+    task = task_with(tmp_path, "task", extra) if extra else HELLO
+    plant, check = TRICKS[trick]
+    rec = probe(kind, tools, plant, check, task)
+    landed = rec["ran"] == 0
+    assert rec["ran"] is not None, rec["messages"][-1]["content"][-2000:]
+    # local: the host's system directories are read-only, only the task's own directories are writable
+    assert landed == (kind == "docker" or trick == "path-first shell"), rec
+    assert failed(rec), rec
+    if trick != "plugin" and landed:
+        assert rec["failure_mode"] == "tampered" and "the agent changed what grades it" in rec["evidence"]
+    if landed:  # the positive control: the same trick with the protection off forges a pass
+        with monkeypatch.context() as m:
+            unprotected(m, kind, trick)
+            control = probe(kind, tools, plant, check, task)
+        assert control["ran"] == 0 and control["success"], control

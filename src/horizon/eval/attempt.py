@@ -111,6 +111,8 @@ def failure_mode(g: Grade, res: AgentResult) -> str:
     """Why an attempt failed ("none" when it succeeded)."""
     if g.success:
         return "none"
+    if g.failure_mode == "tampered":  # it changed what grades it: the tests did not run
+        return g.failure_mode
     if g.timed_out:
         return "test_timeout"
     if g.failure_mode in (

@@ -52,7 +52,16 @@ def _solve(sb, task: Task, script: Path, env: dict) -> str:
         r = sb.exec(["bash", f"{where}/{script.name}"], timeout=task.agent_timeout, env=env or None)
     except SandboxError as e:  # the solution broke its sandbox: the grade says what is left
         return f"{script.name}: {e}; "
-    return "" if r.ok else f"{script.name} {'timed out' if r.timed_out else f'exited {r.rc}'}; "
+    return "" if r.ok else f"{script.name} {ended(r)}; "
+
+
+def ended(r) -> str:
+    """How a command that failed ended: by the harness's clock, by a signal (its own), or its exit code."""
+    if r.timed_out:
+        return "timed out"
+    if r.rc > 128:
+        return f"ended by signal {r.rc - 128} (exit {r.rc})"
+    return f"exited {r.rc}"
 
 
 def _solution(task: Task) -> Path:

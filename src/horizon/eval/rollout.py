@@ -148,15 +148,24 @@ class _Repeat:
         records = sorted(self.done.values(), key=lambda r: (r.task, r.attempt))
         write_text(self.out_path, "".join(json.dumps(r.to_dict()) + "\n" for r in records))
         self.journal.remove()
-        infra = sum(1 for r in records if r.failure_mode in ("infra_error", "unsupported"))
+        infra = [r for r in records if r.failure_mode == "infra_error"]
+        skipped = sorted({r.task for r in records if r.failure_mode == "unsupported"})
         ok = sum(1 for r in records if r.success)
         log.info(
-            "repeat %d: %d/%d attempts succeeded (%d infra errors or unsupported excluded)",
+            "repeat %d: %d/%d attempts succeeded; excluded: %d infra errors, %d unsupported attempts (%d tasks)",
             self.repeat,
             ok,
             len(records),
-            infra,
+            len(infra),
+            sum(1 for r in records if r.failure_mode == "unsupported"),
+            len(skipped),
         )
+        for r in infra[:5]:  # the evidence of the first few, so that none is excluded unseen
+            log.warning("infra error: %s attempt %d: %s [%s]", r.task, r.attempt, r.error, r.evidence)
+        for t in skipped[:5]:
+            log.warning(
+                "unsupported: %s: %s", t, self.unsupported[t].evidence if t in self.unsupported else ""
+            )
         return records
 
 

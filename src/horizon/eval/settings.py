@@ -102,7 +102,7 @@ class Attempt:
     prompt_tokens: int
     completion_tokens: int
     seconds: float
-    failure_mode: str  # none | tests_failed | agent_timeout | ... | sandbox_killed | infra_error
+    failure_mode: str  # none | tests_failed | agent_timeout | ... | sandbox_killed | tampered | infra_error
     ended: str
     first_complete_episode: int | None = None
     parse_errors: int = 0

@@ -21,6 +21,8 @@ from horizon.eval.grading.grader import Grade
 from horizon.eval.sandbox import Sandbox, SandboxError
 from horizon.eval.tasks.benchmark import Step, Task
 
+# failures of the agent's own doing that the grader finds before any test runs (the attempt's, whatever the other steps)
+AGENT_FAILURES = ("tampered", "sandbox_exhausted", "sandbox_killed")
 SUMMED = (
     "episodes",
     "prompt_tokens",
@@ -36,6 +38,7 @@ SUMMED = (
 def prepare_step(sb: Sandbox, step: Step, first: bool) -> None:
     """The step's files into the working directory and its setup script, after the previous step's grading."""
     if not first:
+        sb.resume()  # a backend that stopped the sandbox to grade the previous step starts it again
         sb.clear_grading()
     if not step.workdir_files:
         return
@@ -48,7 +51,10 @@ def prepare_step(sb: Sandbox, step: Step, first: bool) -> None:
 
 
 def below_min_reward(step: Step, g: Grade) -> str | None:
-    """Why the attempt stops after this step, or None."""
+    """Why the attempt stops after this step, or None (always after a step its agent failed by its own
+    doing before the tests: tampered, sandbox_exhausted, sandbox_killed)."""
+    if g.failure_mode in AGENT_FAILURES:
+        return f"{g.failure_mode}: {g.evidence}"
     if step.min_reward is None:
         return None
     gates = {"reward": step.min_reward} if isinstance(step.min_reward, int | float) else dict(step.min_reward)
@@ -105,9 +111,10 @@ def step_record(step: Step, res: AgentResult, g: Grade, stopped: str | None) -> 
 
 def combined_grade(task: Task, grades: list[Grade], records: list[dict]) -> Grade:
     reward = aggregate(task, grades)
-    ok = reward is not None and reward >= 1.0 - 1e-9 and not any(g.timed_out for g in grades)
+    timed_out = any(g.timed_out for g in grades)
+    own = next((g for g in grades if g.failure_mode in AGENT_FAILURES), None)
+    ok = reward is not None and reward >= 1.0 - 1e-9 and not timed_out and own is None
     last = grades[-1]
+    why = own or next((g for g in grades if g.timed_out), last)  # the step that says why it failed
     detail = {"steps": records, "reward_strategy": task.reward_strategy, "reward_found": reward is not None}
-    return Grade(
-        ok, float(reward or 0.0), last.timed_out, detail, last.output, last.failure_mode, last.evidence
-    )
+    return Grade(ok, float(reward or 0.0), timed_out, detail, last.output, why.failure_mode, why.evidence)

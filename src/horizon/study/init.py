@@ -30,19 +30,40 @@ from horizon.study.measure import Measured, SourceScan, measure_config
 
 # the demo's tiny student (demo/config.yaml student.build), and its CPU settings (a test keeps them equal)
 TINY_BUILD = {
-    "vocab_size": 1024, "hidden_size": 128, "intermediate_size": 384, "num_hidden_layers": 4,
-    "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 32, "max_position_embeddings": 4096,
-}  # fmt: skip
+    "vocab_size": 1024,
+    "hidden_size": 128,
+    "intermediate_size": 384,
+    "num_hidden_layers": 4,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 32,
+    "max_position_embeddings": 4096,
+}
 CPU_TRAIN = {
-    "epochs": 24, "lr": 3.0e-3, "warmup_ratio": 0.05, "per_device_batch": 4, "global_batch": 4, "bf16": True,
-    "deepspeed": None, "gradient_checkpointing": False, "save_steps": 100, "dataloader_workers": 0,
+    "epochs": 24,
+    "lr": 3.0e-3,
+    "warmup_ratio": 0.05,
+    "per_device_batch": 4,
+    "global_batch": 4,
+    "bf16": True,
+    "deepspeed": None,
+    "gradient_checkpointing": False,
+    "save_steps": 100,
+    "dataloader_workers": 0,
     "optim": "adamw_torch",
-}  # fmt: skip
+}
 CPU_EVAL = {
-    "attempts": 2, "repeats": 2, "sandbox": "local", "backend": "transformers", "include_base": False,
-    "context_length": 4096, "summarize_threshold": 1024, "max_episodes": 10, "max_consecutive_parse_errors": 3,
+    "attempts": 2,
+    "repeats": 2,
+    "sandbox": "local",
+    "backend": "transformers",
+    "include_base": False,
+    "context_length": 4096,
+    "summarize_threshold": 1024,
+    "max_episodes": 10,
+    "max_consecutive_parse_errors": 3,
     "sampling": {"temperature": 0.6, "top_p": 1.0, "max_tokens": 256},
-}  # fmt: skip
+}
 CPU_REPORT = {"rel_k": [1, 2], "fragile_max": 1}
 CLUSTER_TRAIN = {"epochs": 2, "lr": 1.0e-5, "per_device_batch": 1, "global_batch": 4, "deepspeed": "zero3"}
 CLUSTER_EVAL = {"attempts": 8, "repeats": 4, "sandbox": "docker", "backend": "vllm", "include_base": True}

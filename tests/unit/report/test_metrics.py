@@ -60,6 +60,15 @@ def test_infra_errors_are_excluded_not_failures():
     assert st.n["t0"] == 7 and st.n["t1"] == 7
 
 
+def test_a_tampered_attempt_is_a_counted_failure():
+    """The agent changed what grades it: a failure in the rates, never excluded like an infra error."""
+    recs = records(S)
+    rec = next(r for r in recs if r["task"] == "t1" and r["attempt"] == 0)
+    rec.update(failure_mode="tampered")
+    st = repeat_stats(recs, TASKS, 8, [1])
+    assert st["infra_errors"] == 0 and st.n["t1"] == 8 and st["success_attempts"] == 21
+
+
 def test_reactive_and_proactive():
     recs = records([2, 0, 0, 0, 0, 0])
     recs[0]["error_signatures"] = [{"pattern": "(?i)error", "episode": 0}]  # seen before first complete (2)

@@ -227,8 +227,8 @@ class _Loop:
             for episode in caps:
                 if time.monotonic() >= self.deadline:
                     raise End("agent_timeout")
-                if not self.term.alive():
-                    raise End("terminal_lost")
+                if not self.term.alive():  # whose doing, from the sandbox's evidence (its storage, ...)
+                    self.fault(episode, TerminalLost("the terminal is gone"))
                 prompt = self.episode(episode, prompt, instruction)
                 if prompt is None:
                     raise End("completed")

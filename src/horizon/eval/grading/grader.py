@@ -5,6 +5,9 @@ Every backend, through the sandbox protocol, in this order:
    row), so that what the agent typed last (on a loaded machine, perhaps not read by its shell yet)
    finishes as it would have; a sandbox busy for longer is not waited for;
 1. kill_agent: every process the agent left is killed, so nothing of it runs while the tests do;
+1b. audit: what the agent changed in the sandbox that decides a grade (its shell, python, start-up
+   hooks, pytest's configuration: sandbox/integrity.py), read from outside the sandbox: tampered, or
+   its storage outgrown: sandbox_exhausted; either way the tests do not run;
 2. reset_for_grading: a fresh /tests holding the task's tests (extracted inside the sandbox, never
    copied by the host into a directory the agent could write), a fresh /logs/verifier and a fresh
    HOME for the grader;
@@ -14,8 +17,8 @@ Every backend, through the sandbox protocol, in this order:
    task's test timeout, stdout and stderr as one stream (as a terminal or Harbor's log file shows it);
 4. kill_agent again: nothing the tests started (or the agent's code they ran) outlives them;
 5. the verdict, as the owning harness reaches it (horizon.eval.grading.verdict): Terminal-Bench v1 by the
-   task's parser (pytest or swebench) over the output; Harbor by the reward read from inside the
-   sandbox (capped), reward.json first, then reward.txt. A grader that leaves neither a reward
+   task's parser (pytest or swebench) over the output; Harbor by the reward (capped; docker reads it
+   through the daemon, local and apptainer inside the sandbox), reward.json first, then reward.txt. A grader that leaves neither a reward
    file nor a parsable summary is a failure whose reason (and the output's tail) is recorded.
 A SandboxError from any step propagates: the attempt asks the sandbox's diagnose() whose doing it was.
 """
@@ -31,7 +34,7 @@ from pathlib import Path
 
 from horizon.eval.grading.verdict import Reward, parse_reward, tb1_verdict
 from horizon.eval.sandbox import ExecResult, Sandbox, SandboxError
-from horizon.eval.sandbox.toolchain import grader_env
+from horizon.eval.sandbox.toolchain import GUARD, grader_env
 from horizon.eval.tasks.benchmark import Step, Task
 
 __all__ = ["Grade", "Reward", "grade", "parse_reward", "read_reward", "tests_archive"]
@@ -39,12 +42,6 @@ __all__ = ["Grade", "Reward", "grade", "parse_reward", "read_reward", "tests_arc
 REWARD_CAP = 64 << 10
 OUTPUT_CAP = 256 << 10
 SETTLE_S = 3.0
-# the first of the files given that exists: its path on a line, then at most REWARD_CAP + 1 bytes of it;
-# rc 3: none exists; rc 4: it is not a regular file (a FIFO would block the reader)
-READ = (
-    'for f in "$@"; do if [ -e "$f" ] || [ -L "$f" ]; then echo "$f"; [ -f "$f" ] || exit 4; '
-    f'exec head -c {REWARD_CAP + 1} -- "$f"; fi; done; exit 3'
-)
 # the test script with its output and errors as one stream; `bash` unless its shebang names another program
 RUN_SCRIPT = 'case "$(head -c 64 "$0")" in "#!"*sh*) exec bash "$0" 2>&1;; "#!"*) exec "$0" 2>&1;; esac; exec bash "$0" 2>&1'
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
@@ -63,24 +60,21 @@ class Grade:
 
 
 def read_reward(sandbox: Sandbox) -> Reward:
-    """reward.json, else reward.txt, read inside the sandbox in one call (each at most REWARD_CAP)."""
-    r = sandbox.exec(
-        ["sh", "-c", READ, "sh", "/logs/verifier/reward.json", "/logs/verifier/reward.txt"],
-        timeout=30,
-        cwd="/",
-        max_bytes=REWARD_CAP + 200,
+    """reward.json, else reward.txt (each at most REWARD_CAP), as the sandbox reads it after the tests
+    (docker: through the daemon, from the stopped container)."""
+    path, data, error = sandbox.read_first(
+        ["/logs/verifier/reward.json", "/logs/verifier/reward.txt"], REWARD_CAP
     )
-    if r.timed_out or r.rc not in (0, 3, 4):
-        return Reward(None, None, f"the reward files could not be read ({r.rc}: {r.stderr.strip()[-200:]})")
-    if r.rc == 3:
+    if error:
+        return Reward(None, None, f"the reward files could not be read ({error})")
+    if path is None:
         return Reward(None, None, "no reward file (/logs/verifier/reward.json or reward.txt)")
-    path, _, content = r.stdout.partition("\n")
     name = path.rsplit("/", 1)[-1]
-    if r.rc == 4:
+    if data is None:
         return Reward(None, name, f"{name}: could not be read (not a regular file)")
-    if len(content.encode()) > REWARD_CAP:
+    if len(data) > REWARD_CAP:
         return Reward(None, name, f"{name}: larger than {REWARD_CAP >> 10} KiB")
-    return parse_reward(name, content)
+    return parse_reward(name, data.decode("utf-8", "replace"))
 
 
 def _test_files(task: Task, step: Step | None) -> list[tuple[Path, str]]:
@@ -127,7 +121,9 @@ def verifier_env(task: Task) -> dict[str, str]:
 
 # eval.same_shell_tests = agent: typed into the agent's own shell as terminal-bench does (toolchain on its PATH)
 IN_AGENT_SHELL = (
-    "export PATH=/opt/horizon/bin:$PATH TEST_DIR=/tests PIP_NO_INDEX=1 PIP_FIND_LINKS=/opt/horizon/wheels; "
+    "export PATH=/opt/horizon/bin:$PATH TEST_DIR=/tests PIP_NO_INDEX=1 PIP_FIND_LINKS=/opt/horizon/wheels "
+    'PYTHONPATH="/opt/horizon/lib${PYTHONPATH:+:$PYTHONPATH}" PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 '
+    f"PYTEST_PLUGINS={GUARD}; "
     "bash /tests/run-tests.sh > /logs/verifier/tests.out 2>&1; tmux wait-for -S horizon-tests"
 )
 
@@ -163,6 +159,10 @@ def grade(
     in_shell = agent_shell and task.format == "tb1" and task.same_shell
     if not in_shell:
         sandbox.kill_agent()
+    finding = sandbox.audit()
+    if finding is not None:  # the agent changed what grades it, or outgrew its storage: no tests
+        detail = {"audit": finding.failure_mode}
+        return Grade(False, 0.0, False, detail, "", finding.failure_mode, finding.evidence)
     home = sandbox.reset_for_grading(archive)
     env = grader_env(home, sandbox.image_env(), verifier_env(task), network)
     script = "/tests/run-tests.sh" if task.format == "tb1" else "/tests/test.sh"

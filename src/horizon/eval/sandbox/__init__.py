@@ -6,15 +6,20 @@
 - `apptainer`: `apptainer instance` on clusters.
 
 The protocol: start, exec, put, get, stop; for the graders kill_agent (every process the agent
-left, before the tests and after them) and reset_for_grading (fresh /tests holding the task's
-tests, fresh /logs/verifier, a fresh HOME); and diagnose, the evidence of what failed when
-something did (Diagnosis). The agent loop and the graders only use this protocol, so a backend
+left, before the tests and after them), audit (after the agent is gone: did it change what grades
+it, or outgrow its storage? a Finding), reset_for_grading (fresh /tests holding the task's tests,
+fresh /logs/verifier, a fresh HOME), read_first (the reward file, read without trusting the
+sandbox's programs where the backend can) and resume (between the steps of a multi-step task: a
+backend that stops the sandbox to grade it starts it again); and diagnose, the evidence of what
+failed when something did (Diagnosis). The agent loop and the graders only use this protocol, so a backend
 slots in without touching them. Every sandbox is torn down by stop(), also when the job is killed.
 
 The room: this module (the protocol, `make_sandbox` by backend name); one folder per backend
 (`local/`, `docker/`, `apptainer/`), imported only when used; `programs/` (what runs inside a
-sandbox: the local init, the uv wrapper); `toolchain` and `wheelhouse` (the graders' offline
-toolchain every backend provides at /opt/horizon). Imports: io (the backends: tasks' Dockerfiles).
+sandbox: the local init, the uv wrapper, the pytest plugin guard); `toolchain` and `wheelhouse`
+(the graders' offline toolchain every backend provides at /opt/horizon); `integrity` (the audit's
+rules: what the agent changed that decides a grade) and `overlay` (an overlayfs upper directory read
+from the host, for docker and apptainer). Imports: io (the backends: tasks' Dockerfiles).
 """
 
 from __future__ import annotations
@@ -23,6 +28,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from horizon.io import tar_bytes
+
+# the harness's own commands inside a sandbox (mkdir, tar, sh, kill) are found on the standard PATH,
+# whatever PATH the task's image declares (a Dockerfile may put its own directory first, or drop /usr/bin)
+HARNESS_ENV = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
 
 
 class SandboxError(RuntimeError):
@@ -64,6 +73,15 @@ class Diagnosis:
     @property
     def agents_doing(self) -> bool:
         return self.state in ("exhausted", "killed")
+
+
+@dataclass(frozen=True)
+class Finding:
+    """What the audit before the tests found: the attempt fails as `failure_mode` (tampered: the agent
+    changed what grades it; sandbox_exhausted: it outgrew its storage), the tests do not run."""
+
+    failure_mode: str
+    evidence: str
 
 
 @dataclass
@@ -134,12 +152,13 @@ class Sandbox:
 
     def put(self, src: Path, dest: str) -> None:
         """Copy a host file or directory to `dest` inside the sandbox (dest = the new path)."""
-        self.exec(["mkdir", "-p", dest.rsplit("/", 1)[0] or "/"], timeout=30, cwd="/")
+        self.exec(["mkdir", "-p", dest.rsplit("/", 1)[0] or "/"], timeout=30, cwd="/", env=HARNESS_ENV)
         r = self.exec(
             ["tar", "-x", "-C", dest.rsplit("/", 1)[0] or "/"],
             input=tar_bytes(src, dest.rsplit("/", 1)[1]),
             timeout=120,
             cwd="/",
+            env=HARNESS_ENV,
         )
         if not r.ok:
             raise SandboxError(f"{self.spec.name}: copying {src} to {dest} failed: {r.stderr[-500:]}")
@@ -149,23 +168,50 @@ class Sandbox:
     def settle(self, seconds: float) -> bool:
         """Wait (at most `seconds`) until nothing in the sandbox runs; False if it stayed busy or cannot say."""
         try:  # the exec's timeout bounds the wait
-            return self.exec(["sh", "-c", SETTLE], timeout=seconds, cwd="/").ok
+            return self.exec(["sh", "-c", SETTLE], timeout=seconds, cwd="/", env=HARNESS_ENV).ok
         except SandboxError:  # out of processes (a fork bomb): nothing to wait for
             return False
 
     def kill_agent(self) -> None:
         """Kill every process in the sandbox but its own (what the agent or the tests left running)."""
-        r = self.exec(["sh", "-c", KILL_ALL_PASSES], cwd="/")  # no `timeout` wrapper: kill -1 would end it
+        r = self.exec(
+            ["sh", "-c", KILL_ALL_PASSES], cwd="/", env=HARNESS_ENV
+        )  # no `timeout` wrapper: kill -1 would end it
         if r.rc != 0:
             raise SandboxError(f"{self.spec.name}: killing the agent's processes failed: {r.stderr[-300:]}")
 
+    def audit(self) -> Finding | None:
+        """After kill_agent, before the tests: what the agent changed that decides a grade, read from
+        outside the sandbox. The default: nothing (a backend whose system the agent cannot write)."""
+        return None
+
+    def resume(self) -> None:
+        """Make the sandbox run commands again after grading (multi-step tasks); a no-op by default."""
+
+    def read_first(self, paths: list[str], cap: int) -> tuple[str | None, bytes | None, str]:
+        """The first of `paths` that exists: (its path, its first cap + 1 bytes or None when it is not a
+        regular file, ''), (None, None, '') when none exists, or (None, None, why) when it cannot be read."""
+        r = self.exec(
+            ["sh", "-c", READ_FIRST, "sh", str(cap + 1), *paths], timeout=30, cwd="/", max_bytes=cap + 4096
+        )
+        if r.timed_out or r.rc not in (0, 3, 4):
+            return None, None, f"the files could not be read ({r.rc}: {r.stderr.strip()[-200:]})"
+        if r.rc == 3:
+            return None, None, ""
+        path, _, content = r.stdout.partition("\n")
+        return path, (None if r.rc == 4 else content.encode()), ""
+
     def reset_for_grading(self, tests_archive: bytes) -> str:
         """Fresh /tests (the archive extracted), /logs/verifier and HOME; returns HOME. After kill_agent."""
-        r = self.exec(["sh", "-c", RESET_DIRS, "sh", self.grader_home], timeout=60, cwd="/")
+        r = self.exec(["sh", "-c", RESET_DIRS, "sh", self.grader_home], timeout=60, cwd="/", env=HARNESS_ENV)
         if r.rc != 0:
             raise SandboxError(f"{self.spec.name}: recreating /tests and /logs failed: {r.stderr[-300:]}")
         r = self.exec(
-            ["tar", "-x", "--no-same-owner", "-C", "/tests"], input=tests_archive, timeout=120, cwd="/"
+            ["tar", "-x", "--no-same-owner", "-C", "/tests"],
+            input=tests_archive,
+            timeout=120,
+            cwd="/",
+            env=HARNESS_ENV,
         )
         if r.rc != 0:
             raise SandboxError(f"{self.spec.name}: putting the tests in failed: {r.stderr[-500:]}")
@@ -174,7 +220,7 @@ class Sandbox:
     def clear_grading(self) -> None:
         """Between the steps of a multi-step task: the previous step's tests and verifier logs go
         (as Harbor removes them), so that the next step's agent never sees them."""
-        r = self.exec(["sh", "-c", CLEAR_DIRS, "sh", self.grader_home], timeout=60, cwd="/")
+        r = self.exec(["sh", "-c", CLEAR_DIRS, "sh", self.grader_home], timeout=60, cwd="/", env=HARNESS_ENV)
         if r.rc != 0:
             raise SandboxError(
                 f"{self.spec.name}: clearing /tests and /logs/verifier failed: {r.stderr[-300:]}"
@@ -185,14 +231,14 @@ class Sandbox:
             return Diagnosis(
                 "lost", f"{self.spec.name}: the sandbox is gone (this backend keeps no more evidence)"
             )
-        r = self.exec(["true"], timeout=10, cwd="/")
+        r = self.exec(["true"], timeout=10, cwd="/", env=HARNESS_ENV)
         if r.ok:
             return Diagnosis("healthy", "the sandbox is up and runs commands")
         return Diagnosis("lost", f"the sandbox is up but `true` cannot run in it ({r.rc}: {r.stderr[-300:]})")
 
     def get(self, src: str, dest: Path) -> bool:
         """Copy a file from the sandbox to the host; False if it does not exist."""
-        r = self.exec(["cat", src], timeout=60, max_bytes=64 << 20)
+        r = self.exec(["cat", src], timeout=60, max_bytes=64 << 20, env=HARNESS_ENV)
         if r.rc != 0:
             return False
         Path(dest).parent.mkdir(parents=True, exist_ok=True)
@@ -231,6 +277,12 @@ while :; do
   if [ $busy = 0 ]; then quiet=$((quiet + 1)); [ $quiet -ge 2 ] && exit 0; else quiet=0; fi
   sleep 0.02
 done"""
+# the first of the files given that exists: its path on a line, then at most $1 bytes of it;
+# rc 3: none exists; rc 4: it is not a regular file (a FIFO would block the reader)
+READ_FIRST = (
+    'n=$1; shift; for f in "$@"; do if [ -e "$f" ] || [ -L "$f" ]; then echo "$f"; [ -f "$f" ] || exit 4; '
+    'exec head -c "$n" -- "$f"; fi; done; exit 3'
+)
 # three passes: a process forked while one pass runs is caught by the next (older kernels)
 KILL_ALL_PASSES = "for i in 1 2 3; do kill -9 -1 2>/dev/null; sleep 0.05; done; exit 0"
 # /tests and /logs/verifier may be mount points (apptainer binds them): emptied rather than removed;

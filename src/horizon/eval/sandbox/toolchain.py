@@ -7,6 +7,9 @@ container), for the grader's environment only:
 - lib/: pytest and its pure-Python dependencies, copied from this environment
   (PYTHONPATH=/opt/horizon/lib, any python3 >= 3.10 inside the sandbox);
 - bin/pytest, bin/py.test: `python3 -m pytest`;
+- lib/horizon_pytest_guard.py (programs/pytest_guard.py): the grader's pytest loads its plugins through
+  it (PYTEST_PLUGINS, autoload off): every pytest11 entry point but those whose files the agent
+  added or changed (the list the harness writes beside it after its integrity audit);
 - wheels/: the graders' packages (pytest, pytest-json-ctrf and their dependencies) as wheels packed
   from this environment (wheelhouse.py), for uv and pip inside the sandbox (`PIP_FIND_LINKS`);
 - libexec/uv: the real uv (the binary PyPI's `uv` ships); bin/uv, bin/uvx: programs/uvshim.py, which runs it
@@ -111,6 +114,7 @@ def build(out_dir: str | Path) -> Path:
         info = Path(d._path)  # the .dist-info directory
         if info.is_dir():
             shutil.copytree(info, tmp / "lib" / info.name, ignore=shutil.ignore_patterns("RECORD"))
+    (tmp / "lib" / f"{GUARD}.py").write_text(programs.source("pytest_guard.py"))
     # bytecode compiled now: the sandbox mounts lib/ read-only, so Python could not cache it there
     # (an interpreter of another minor version ignores these files and compiles in memory)
     import compileall
@@ -132,6 +136,12 @@ def build(out_dir: str | Path) -> Path:
     return out
 
 
+GUARD = "horizon_pytest_guard"  # the pytest plugin loader of the grader (PYTEST_PLUGINS)
+GUARD_CHANGED = f"/opt/horizon/lib/{GUARD}.changed"  # what the agent added or changed in site directories
+GUARD_ENV = (
+    "HORIZON_PYTEST_GUARD_CHANGED"  # another place for that list (a read-only toolchain: local, apptainer)
+)
+GUARD_FILE = ".horizon-pytest-guard.changed"  # its name there, in /logs
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 GRADER_ENV = {"PATH": f"/opt/horizon/bin:{SYSTEM_PATH}", "PYTHONPATH": "/opt/horizon/lib"}
 OFFLINE_PIP = {
@@ -146,11 +156,12 @@ def grader_env(
 ) -> dict[str, str]:
     """The whole environment the tests run with: the image's own (its ENV lines, the task's
     environment), the task's verifier variables, then ours (a fresh HOME, the toolchain first on the
-    image's PATH, no user site, no cwd on Python's path, pip and uv offline unless the network is
-    given). Nothing of the agent's, nothing of the harness's."""
+    image's PATH, no user site, no cwd on Python's path, pytest's plugins through the guard, pip and
+    uv offline unless the network is given). Nothing of the agent's, nothing of the harness's."""
     image_env = dict(image_env or {})
     path = image_env.pop("PATH", None) or SYSTEM_PATH
     out = {**image_env, **(task_env or {})}
+    plugins = ",".join(p for p in (GUARD, out.get("PYTEST_PLUGINS", "")) if p)
     out.update(
         {
             "PATH": f"/opt/horizon/bin:{path}",
@@ -161,6 +172,9 @@ def grader_env(
             "LANG": out.get("LANG", "C.UTF-8"),
             "TERM": "xterm-256color",
             "TEST_DIR": "/tests",
+            # pytest's plugins through the guard only (the agent's entry points left out)
+            "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
+            "PYTEST_PLUGINS": plugins,
         }
     )
     if network:

@@ -5,8 +5,11 @@ variables are expanded here as Docker expands them (`$VAR`, `${VAR}`, `${VAR:-de
 `${VAR:+alt}`) from the build arguments and the ENV set so far.
 
 `plan()` turns the instructions into the steps the local sandbox applies before the agent starts
-(horizon.eval.sandbox.local.imagebuild): WORKDIR, COPY/ADD of build-context files, ENV, RUN (with the
-shell SHELL sets). The FROM image is stood in for by the host's userland. Whatever the local sandbox
+(horizon.eval.sandbox.local.imagebuild): WORKDIR, COPY/ADD of build-context files, ENV, ARG (its
+value is in the environment of the RUN steps after it, as Docker gives it, not in the image's), RUN
+(with the shell SHELL sets). The environment starts as the FROM image's (`base_env`; by default the
+PATH Docker gives an image that sets none, as the official Debian images declare it), so that
+`ENV PATH=/opt/venv/bin:$PATH` extends that PATH as a Docker build does. The FROM image is stood in for by the host's userland. Whatever the local sandbox
 cannot reproduce is named, with its line (`Unsupported`): a second FROM (multi-stage), COPY --from,
 ADD of a URL, a USER other than root, RUN --mount and other BuildKit flags, ONBUILD.
 """
@@ -21,7 +24,11 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
-IGNORED = set("COMMENT LABEL MAINTAINER EXPOSE CMD ENTRYPOINT HEALTHCHECK STOPSIGNAL VOLUME ARG".split())
+IGNORED = set("COMMENT LABEL MAINTAINER EXPOSE CMD ENTRYPOINT HEALTHCHECK STOPSIGNAL VOLUME".split())
+# Docker's default PATH: the one its builder and daemon give an image that declares none (and the
+# official Debian images' `ENV PATH`)
+DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+BASE_ENV = {"PATH": DEFAULT_PATH}
 ROOT_USERS = {"root", "0", "root:root", "0:0"}
 _VAR = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?[-+])([^}]*))?\}|([A-Za-z_][A-Za-z0-9_]*))")
 
@@ -32,9 +39,9 @@ class Unsupported(ValueError):
 
 @dataclass(frozen=True)
 class Step:
-    kind: str  # WORKDIR | COPY | ENV | RUN
+    kind: str  # WORKDIR | COPY | ADD | ENV | ARG | RUN
     line: int  # 1-based, as an editor counts
-    args: tuple = ()  # WORKDIR (path,); COPY (sources..., dest); ENV ((key, value), ...); RUN argv
+    args: tuple = ()  # WORKDIR (path,); COPY (sources..., dest); ENV/ARG ((key, value), ...); RUN argv
     text: str = ""  # the instruction as written (for messages)
 
 
@@ -104,12 +111,13 @@ def last_workdir(path: Path, build_args: dict | None = None) -> str | None:
     return plan(path, build_args).workdir
 
 
-def plan(path: str | Path, build_args: dict | None = None) -> Plan:
-    """The Dockerfile's steps for the local sandbox; what it cannot reproduce goes to `unsupported`."""
+def plan(path: str | Path, build_args: dict | None = None, base_env: dict | None = None) -> Plan:
+    """The Dockerfile's steps for the local sandbox; what it cannot reproduce goes to `unsupported`.
+    `base_env`: the FROM image's environment (default BASE_ENV: Docker's default PATH)."""
     path = Path(path)
     p = _parser(path, build_args)
     out = Plan(file=path.name, base=p.baseimage or "")
-    env: dict[str, str] = {}
+    env: dict[str, str] = dict(BASE_ENV if base_env is None else base_env)
     workdir, shell, froms = None, ["/bin/sh", "-c"], 0
     for ins, ctx in zip(p.structure, p.context_structure):
         kind, line, raw = ins["instruction"], ins["startline"] + 1, ins["value"]
@@ -121,6 +129,13 @@ def plan(path: str | Path, build_args: dict | None = None) -> Plan:
                 out.unsupported.append(f"{where}: a multi-stage build (a second FROM)")
             continue
         if kind in IGNORED:
+            continue
+        if kind == "ARG":  # after FROM: in the environment of the RUN steps that follow (Docker's scope)
+            declared = {w.split("=", 1)[0] for w in _words(raw) if "=" in w}  # those with a default
+            given = {**(build_args or {})}
+            new = {k: v for k, v in ctx.line_args.items() if froms and (k in declared or k in given)}
+            if new:
+                out.steps.append(Step("ARG", line, tuple(new.items()), raw))
             continue
         if kind == "ENV":
             new = {k: expand(v, values) for k, v in ctx.line_envs.items()}

@@ -3,7 +3,10 @@
 The docker sandbox builds a task's Dockerfile FROM `eval.sandbox_options.base_image` (default
 horizon-base:bookworm); a FROM image that cannot be pulled here can be mapped onto it
 (`eval.sandbox_options.image_map`, `horizon oracle --map-image`). `horizon base-image` makes it:
-Debian (minbase) with tmux, python3, procps and ca-certificates, nothing else.
+Debian (minbase) with tmux, python3, procps and ca-certificates, nothing else. Its configuration
+declares the PATH the official Debian images declare (`docker import` alone leaves it without one:
+Docker then supplies the same default at run time, but the image's own Env would be empty), so that
+the docker and the local sandbox (which stands in the same environment for a FROM image) agree.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from pathlib import Path
 from horizon.eval.sandbox import SandboxError
 from horizon.eval.sandbox.docker.image import image_present
 from horizon.eval.sandbox.docker.sandbox import BASE_IMAGE, client
+from horizon.eval.tasks.dockerfile import DEFAULT_PATH
 
 
 def build_base_image(
@@ -46,7 +50,9 @@ def build_base_image(
         archive = root.with_suffix(".tar")
         subprocess.run(["tar", "-C", str(root), "-cf", str(archive), "."], check=True)
         repo, _, version = tag.partition(":")
-        c.api.import_image(src=str(archive), repository=repo, tag=version or "latest")
+        c.api.import_image(
+            src=str(archive), repository=repo, tag=version or "latest", changes=[f"ENV PATH={DEFAULT_PATH}"]
+        )
         archive.unlink()
     finally:
         shutil.rmtree(root, ignore_errors=True)

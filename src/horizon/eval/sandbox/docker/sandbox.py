@@ -11,11 +11,20 @@ handler stops the live ones.
 
 tmux must be in the image (the Terminal-Bench base images and our base image have it). The
 container's pid 1 is a shell loop that reaps orphans: the kernel never delivers a signal sent from
-inside to it, so `kill -9 -1` by the agent ends the agent's processes, not the container. Before
-the tests, every process but pid 1 is killed (as root), /tests, /logs/verifier and the graders'
-toolchain (pytest, the wheelhouse, the uv wrapper, with an empty HOME for the grader; the real uv
-binary only for tests that call uv) are recreated, the toolchain and the tests copied in with
-put_archive (which also works with a remote daemon); the agent never sees the toolchain. What the container boundary covers and what it does not: docs/evaluation/security.md.
+inside to it, so `kill -9 -1` by the agent ends the agent's processes, not the container.
+
+Grading trusts nothing the agent could have changed. kill_agent stops the container through the
+daemon (SIGKILL to pid 1: every process in it ends, whatever the image's programs are); the audit
+then reads the stopped container's writable layer from the daemon's side (layer.py, integrity.py);
+only if the agent changed nothing that decides a grade is the container started again (pid 1 and
+every program the tests run are then the image's), /tests, /logs/verifier and the graders'
+toolchain (pytest, its plugin guard with the audit's list, the wheelhouse, the uv wrapper, with an
+empty HOME for the grader; the real uv binary only for tests that call uv) recreated, the toolchain
+and the tests copied in with put_archive (which also works with a remote daemon), and the standard
+library's bytecode that the agent wrote removed; the agent never sees the toolchain. After the
+tests the container is stopped again and the reward read through the daemon (get_archive).
+The task's storage_mb: storage.py. What the container boundary covers and what it does not:
+docs/evaluation/security.md.
 
 Errors name what failed: the daemon (unreachable, or failing a call), pulling, building, starting.
 """
@@ -25,19 +34,22 @@ from __future__ import annotations
 import io
 import logging
 import re
+import shlex
 import tarfile
 import time
 from pathlib import Path
 
 from horizon.eval.sandbox import (
-    KILL_ALL_PASSES,
+    HARNESS_ENV,
     RESET_DIRS,
     Diagnosis,
     ExecResult,
+    Finding,
     Sandbox,
     SandboxError,
     SandboxSpec,
 )
+from horizon.eval.sandbox.docker import storage
 from horizon.eval.sandbox.docker.image import daemon_host, ensure_image, sdk_errors
 from horizon.io import tar_bytes
 
@@ -48,6 +60,7 @@ BASE_IMAGE = "horizon-base:bookworm"
 # pid 1: immune to signals from inside; `wait` reaps every child, orphans reparented to it included
 PID1 = ["sh", "-c", "trap '' HUP INT TERM; while :; do sleep 3600 & wait; done"]
 _toolchain_tars: dict[str, bytes] = {}
+GO_MODE_TYPE = 0x8F280000  # Go's fs.ModeType bits in get_archive's stat: anything but a regular file
 
 
 def client():
@@ -65,9 +78,13 @@ def client():
 
 
 def sweep(run_id: str) -> int:
-    """Remove containers of this run left behind by a killed earlier run of the same job."""
+    """Remove containers of this run left behind by a killed earlier run of the same job (its sandboxes
+    and the pristine containers its integrity audits read the image from)."""
+    from horizon.eval.sandbox.docker.layer import PRISTINE_LABEL
+
     c = client()
     stale = c.containers.list(all=True, filters={"label": [f"{LABEL}=1", f"horizon.run={run_id}"]})
+    stale += c.containers.list(all=True, filters={"label": [f"{PRISTINE_LABEL}=1", f"horizon.run={run_id}"]})
     for ct in stale:
         ct.remove(force=True)
     if stale:
@@ -94,6 +111,12 @@ class DockerSandbox(Sandbox):
         self.max_processes = max_processes or spec.max_processes
         self.container = None
         self.started_at = 0
+        self.halted = False  # stopped by the harness to grade it (kill_agent), not by anything inside
+        self.exhausted: str | None = None  # the storage watch's evidence, once the layer outgrew storage_mb
+        self.ended: Diagnosis | None = None  # how the container ended, when it did before grading
+        self.watch: storage.StorageWatch | None = None
+        self._guard_list: list[str] = []  # the audit's site-directory changes, for the pytest guard
+        self._purge: list[str] = []  # bytecode to remove before the tests
 
     def start(self) -> None:
         c = client()
@@ -101,28 +124,56 @@ class DockerSandbox(Sandbox):
         labels = {LABEL: "1", **{k: str(v) for k, v in self.spec.labels.items()}}
         if not self.spec.workdir:  # the image's own WORKDIR, as docker exec would use it
             self._workdir = (c.images.get(image).attrs.get("Config") or {}).get("WorkingDir") or "/"
-        daemon, _ = sdk_errors()
         self.started_at = int(time.time()) - 1
-        try:
-            self.container = c.containers.run(
-                image,
-                command=PID1,
-                detach=True,
-                labels=labels,
-                working_dir=self._workdir,
-                network_mode=None if self.spec.allow_internet else "none",
-                hostname="box",
-                nano_cpus=int(self.spec.cpus * 1e9),
-                mem_limit=f"{self.spec.memory_mb}m",
-                pids_limit=self.max_processes,
-                environment={"TERM": "xterm-256color", **self.spec.env},
-            )
-        except daemon as e:
-            raise SandboxError(f"{self.spec.name}: starting a container of {image} failed: {e}") from None
-        self.exec(["mkdir", "-p", self._workdir, "/logs"], timeout=30, cwd="/")
+        self.container = self._run(c, image, labels)
+        limit = self.spec.storage_mb << 20
+        disk = storage.local_data_root(c)
+        self.watch = storage.StorageWatch(c, self.container.id, limit, self._outgrown, disk).start()
+        self.exec(["mkdir", "-p", self._workdir, "/logs"], timeout=30, cwd="/", env=HARNESS_ENV)
         if self.exec(["sh", "-c", "command -v tmux"], timeout=30, cwd="/").rc != 0:
             self.stop()
             raise SandboxError(f"{self.spec.name}: the image {image} has no tmux (add it to the image)")
+
+    def _run(self, c, image: str, labels: dict):
+        """The container, its writable layer limited to storage_mb where the daemon's driver can."""
+        daemon, _ = sdk_errors()
+        kw = dict(
+            command=PID1,
+            detach=True,
+            labels=labels,
+            working_dir=self._workdir,
+            network_mode=None if self.spec.allow_internet else "none",
+            hostname="box",
+            nano_cpus=int(self.spec.cpus * 1e9),
+            mem_limit=f"{self.spec.memory_mb}m",
+            pids_limit=self.max_processes,
+            environment={"TERM": "xterm-256color", **self.spec.env},
+        )
+        opt = storage.size_option(c, self.spec.storage_mb)
+        try:
+            try:
+                ct = c.containers.run(image, **kw, **opt)
+                if opt:
+                    storage.accepted(c)
+                return ct
+            except daemon as e:
+                if not (opt and storage.refused(c, e)):
+                    raise
+                return c.containers.run(image, **kw)
+        except daemon as e:
+            raise SandboxError(f"{self.spec.name}: starting a container of {image} failed: {e}") from None
+
+    def _outgrown(self, size: int) -> None:
+        """The storage watch: the layer is over storage_mb; the container is stopped (the writer ends)."""
+        self.exhausted = (
+            f"the container's writable layer reached {size / 2**20:.0f} MB, over the task's storage_mb "
+            f"({self.spec.storage_mb} MB); the harness stopped it"
+        )
+        log.warning("%s: %s", self.spec.name, self.exhausted)
+        try:
+            self._halt()
+        except SandboxError as e:
+            log.warning("%s: stopping the container failed: %s", self.spec.name, e)
 
     @classmethod
     def sweep(cls, run_id: str) -> int:
@@ -150,6 +201,9 @@ class DockerSandbox(Sandbox):
             return False
 
     def stop(self) -> None:
+        if self.watch is not None:
+            self.watch.stop()
+            self.watch = None
         if self.container is not None:
             daemon, missing = sdk_errors()
             try:
@@ -165,6 +219,8 @@ class DockerSandbox(Sandbox):
     ) -> ExecResult:
         if self.container is None:
             raise SandboxError(f"{self.spec.name}: the sandbox is not running")
+        if self.halted:
+            raise SandboxError(f"{self.spec.name}: the harness stopped the container")
         if isinstance(argv, str):
             argv = ["bash", "-c", argv]
         if input is not None:
@@ -174,6 +230,7 @@ class DockerSandbox(Sandbox):
             cmd = ["timeout", "-k", "2", str(max(1, int(timeout + 0.999))), *cmd]
         api = self.container.client.api
         daemon, _ = sdk_errors()
+        t0 = time.monotonic()
         try:
             ex = api.exec_create(
                 self.container.id,
@@ -194,7 +251,8 @@ class DockerSandbox(Sandbox):
             rc = api.exec_inspect(ex["Id"])["ExitCode"]
         except daemon as e:
             raise SandboxError(f"{self.spec.name}: docker exec of {cmd[0]} failed: {e}") from None
-        timed_out = timeout is not None and rc in (124, 137)
+        # timed out by the harness's clock: a command killed by a signal of its own (SIGKILL: 137) is not
+        timed_out = timeout is not None and rc in (124, 137) and time.monotonic() - t0 >= timeout
         return ExecResult(
             rc if rc is not None else -1,
             out.decode("utf-8", "replace"),
@@ -203,25 +261,73 @@ class DockerSandbox(Sandbox):
         )
 
     def kill_agent(self) -> None:
-        """As root: every process but pid 1 (and the sleep it restarts). Retried: a fork bomb may hold
-        every process slot for a moment, and a docker exec needs one."""
-        err = None
-        for _ in range(10):
+        """Every process in the container ends: the daemon sends SIGKILL to pid 1 (nothing inside runs a
+        program for this, so nothing the agent changed can stop it). The container stays stopped until
+        the audit has read its layer and reset_for_grading (or resume) starts it again. A container that
+        had already ended is not started again: how it ended is the audit's finding."""
+        if not self.halted and self.ended is None:
+            daemon, _ = sdk_errors()
             try:
-                r = self.exec(
-                    ["sh", "-c", KILL_ALL_PASSES], cwd="/", user="0"
-                )  # no `timeout`: kill -1 would end it
-                if r.rc == 0:
-                    return
-                err = r.stderr[-300:]
-            except SandboxError as e:
-                err = str(e)
-            time.sleep(0.2)
-        raise SandboxError(f"{self.spec.name}: killing the agent's processes failed: {err}")
+                self.container.reload()
+                if self.container.status != "running":
+                    self.ended = self.diagnose()
+            except daemon:
+                pass
+        self._halt()
+
+    def _halt(self) -> None:
+        daemon, missing = sdk_errors()
+        self.halted = True
+        try:
+            self.container.kill()
+        except missing:
+            raise SandboxError(f"{self.spec.name}: the container was removed outside the harness") from None
+        except daemon:
+            pass  # not running any more (the agent ended it, or a halt before): wait says
+        try:
+            self.container.wait(timeout=60)
+        except daemon as e:
+            raise SandboxError(f"{self.spec.name}: stopping the container failed: {e}") from None
+
+    def resume(self) -> None:
+        """Start the stopped container again (pid 1 anew; no process of the agent's is left)."""
+        if not self.halted or self.exhausted:
+            return
+        daemon, _ = sdk_errors()
+        self.started_at = int(time.time()) - 1  # the daemon's kill events of the harness's own halt are older
+        try:
+            self.container.start()
+        except daemon as e:
+            raise SandboxError(f"{self.spec.name}: starting the container again failed: {e}") from None
+        self.halted = False
+
+    def audit(self) -> Finding | None:
+        """The stopped container's layer, read from the daemon's side: storage outgrown, or tampered."""
+        from horizon.eval.sandbox import integrity
+        from horizon.eval.sandbox.docker.layer import layer_of
+
+        if self.exhausted:
+            return Finding("sandbox_exhausted", self.exhausted)
+        if self.ended is not None:  # it ended before the harness stopped it
+            if self.ended.agents_doing:
+                return Finding(self.ended.failure_mode, self.ended.evidence)
+            raise SandboxError(f"{self.spec.name}: the container ended before grading", self.ended.evidence)
+        env = self.image_env()
+        layer = layer_of(self.container, self.spec.labels.get("horizon.run", ""))
+        found = integrity.audit(layer, env.get("PATH") or "", env.get("LD_LIBRARY_PATH") or "")
+        self._guard_list, self._purge = found.site_changes, found.purge
+        if found.tampered:
+            return Finding("tampered", found.evidence)
+        return None
 
     def reset_for_grading(self, tests_archive: bytes) -> str:
+        from horizon.eval.sandbox.toolchain import GUARD_CHANGED
+
+        self.resume()
         home = self.grader_home
-        r = self.exec(["sh", "-c", "rm -rf /opt/horizon\n" + RESET_DIRS], timeout=60, cwd="/", user="0")
+        r = self.exec(
+            ["sh", "-c", "rm -rf /opt/horizon\n" + RESET_DIRS], timeout=60, cwd="/", user="0", env=HARNESS_ENV
+        )
         if r.rc != 0:
             raise SandboxError(f"{self.spec.name}: recreating /tests and /logs failed: {r.stderr[-300:]}")
         self._put_archive("/tests", tests_archive, "the tests")
@@ -229,15 +335,51 @@ class DockerSandbox(Sandbox):
             self._put_archive("/opt", _toolchain_tar(self.toolchain), "the graders' toolchain")
             if re.search(rb"\buvx?\b", tests_archive):  # the real uv (38 MB) only for tests that call it
                 self._put_archive("/opt/horizon", _toolchain_tar(self.toolchain / "libexec", "libexec"), "uv")
+            if self._guard_list:
+                text = "".join(p + "\n" for p in self._guard_list if "\n" not in p).encode()
+                self._put_archive(*_one_file(GUARD_CHANGED, text), "the pytest guard's list")
+        self._remove_bytecode()
         owner = (self.container.attrs.get("Config") or {}).get("User") or "0"
         if owner in ("0", "root"):  # the archive made it, owned by root
             return home
         r = self.exec(
-            ["sh", "-c", f'chown "$1" {home} && chmod 700 {home}', "sh", owner], timeout=30, cwd="/", user="0"
+            ["sh", "-c", f'chown "$1" {home} && chmod 700 {home}', "sh", owner],
+            timeout=30,
+            cwd="/",
+            user="0",
+            env=HARNESS_ENV,
         )
         if r.rc != 0:
             raise SandboxError(f"{self.spec.name}: making the grader's HOME failed: {r.stderr[-300:]}")
         return home
+
+    def _remove_bytecode(self) -> None:
+        """The standard library's bytecode the agent wrote goes (Python compiles it again from source)."""
+        if not self._purge:
+            return
+        script = "".join(f"rm -f -- {shlex.quote(p)}\n" for p in self._purge if "\n" not in p)
+        self._put_archive(*_one_file("/opt/horizon/purge.sh", script.encode()), "the bytecode list")
+        r = self.exec(["sh", "/opt/horizon/purge.sh"], timeout=60, cwd="/", user="0", env=HARNESS_ENV)
+        if r.rc != 0:
+            raise SandboxError(f"{self.spec.name}: removing the agent's bytecode failed: {r.stderr[-300:]}")
+
+    def read_first(self, paths: list[str], cap: int) -> tuple[str | None, bytes | None, str]:
+        """Through the daemon (get_archive; the container may be stopped): no program inside reads it."""
+        from horizon.eval.sandbox.docker.layer import first_file
+
+        daemon, missing = sdk_errors()
+        for path in paths:
+            try:
+                stream, st = self.container.get_archive(path)
+            except missing:
+                continue
+            except daemon as e:
+                return None, None, str(e)
+            if st.get("mode", 0) & GO_MODE_TYPE:  # a directory, link, pipe, socket, device
+                return path, None, ""
+            data = first_file(stream, cap + 1)
+            return path, data, ""
+        return None, None, ""
 
     def _put_archive(self, parent: str, data: bytes, what: str) -> None:
         daemon, _ = sdk_errors()
@@ -252,6 +394,10 @@ class DockerSandbox(Sandbox):
         daemon, missing = sdk_errors()
         if self.container is None:
             return Diagnosis("lost", f"{self.spec.name}: the container was never started")
+        if self.exhausted:
+            return Diagnosis("exhausted", self.exhausted)
+        if self.ended is not None:
+            return self.ended
         try:
             self.container.reload()
         except missing:
@@ -259,11 +405,13 @@ class DockerSandbox(Sandbox):
         except daemon as e:
             return Diagnosis("lost", f"the Docker daemon at {daemon_host()} does not answer: {e}")
         state = self.container.attrs["State"]
+        if self.halted:
+            return Diagnosis("healthy", "the harness stopped the container to grade it")
         if state["Status"] != "running":
             return self._stopped(state)
         pids = self._pids()
         try:
-            r = self.exec(["true"], timeout=10, cwd="/")
+            r = self.exec(["true"], timeout=10, cwd="/", env=HARNESS_ENV)
             why = "" if r.ok else f"{r.rc}: {r.stderr[-300:]}"
         except SandboxError as e:
             why = str(e)
@@ -327,7 +475,7 @@ class DockerSandbox(Sandbox):
     def put(self, src: Path, dest: str) -> None:
         parent, name = dest.rsplit("/", 1)
         parent = parent or "/"
-        self.exec(["mkdir", "-p", parent], timeout=30, cwd="/")
+        self.exec(["mkdir", "-p", parent], timeout=30, cwd="/", env=HARNESS_ENV)
         self._put_archive(parent, tar_bytes(Path(src), name), str(src))
 
     def get(self, src: str, dest: Path) -> bool:
@@ -345,6 +493,17 @@ class DockerSandbox(Sandbox):
             Path(dest).parent.mkdir(parents=True, exist_ok=True)
             Path(dest).write_bytes(f.read())
         return True
+
+
+def _one_file(path: str, data: bytes) -> tuple[str, bytes]:
+    """(parent, archive) of a single root-owned file, for put_archive."""
+    parent, name = path.rsplit("/", 1)
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        info = tarfile.TarInfo(name)
+        info.size, info.mode = len(data), 0o644
+        tar.addfile(info, io.BytesIO(data))
+    return parent, buf.getvalue()
 
 
 def _toolchain_tar(path: Path, name: str = "horizon") -> bytes:

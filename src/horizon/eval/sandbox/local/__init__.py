@@ -5,7 +5,9 @@
 - `hostfs`: the sandbox's uid, its host directory, the host tools it needs, sweeping what killed runs left;
 - `imagebuild`: the task's Dockerfile replayed before the agent starts (the host's userland as FROM);
 - `limits`: a cgroup per sandbox (memory, processes, CPU), or rlimits where none can be made;
-- `netns`: a network of its own behind slirp4netns for tasks with `allow_internet`.
+- `netns`: a network of its own behind slirp4netns for tasks with `allow_internet`;
+- `audit`: the writable directories that decide a grade (a PATH directory, a site directory the
+  Dockerfile made), scanned after the build and after the agent, for the integrity audit.
 
 Imports: the sandbox protocol, programs (its init), tasks (the Dockerfile's steps).
 """

@@ -10,7 +10,9 @@ Every other step is applied in order (horizon.eval.tasks.dockerfile.plan):
   RUN with the Dockerfile's SHELL and the ENV so far, COPY from the build context (bound read-only),
   WORKDIR; `/` is writable while they run and read-only after. `apt-get install` of packages the host
   has is satisfied by the host (the stand-in image); one it lacks fails the step.
-- ENV becomes the environment of the agent's shell and of the tests (image_env).
+- ENV becomes the environment of the agent's shell and of the tests (image_env), starting from the FROM
+  image's as Docker would give it (Docker's default PATH: `ENV PATH=/opt/venv/bin:$PATH` extends it);
+  ARG values are in the environment of the RUN steps after them, as in a Docker build.
 A step it cannot reproduce (horizon.eval.tasks.dockerfile.Unsupported reasons, an apt package the host lacks,
 a RUN that fails in the sandbox: writing into the host's system directories, fetching from the
 network) makes the task `Unsupported` for the local sandbox, naming the line and the reason.
@@ -68,6 +70,9 @@ class LocalImage:
     start_dir: str = "/"  # the WORKDIR the first RUN runs in
     start_env: dict[str, str] = field(default_factory=dict)  # the ENV set before it
     system: list[str] = field(default_factory=list)  # system directories the staged files go into (read-only)
+    # the working directory of an image whose Dockerfile sets no WORKDIR: Docker's ("/"); /app for a
+    # task without a Dockerfile (its files are copied there)
+    default_workdir: str = "/app"
 
     @property
     def writable(self) -> list[str]:
@@ -184,7 +189,7 @@ def prepare(spec: SandboxSpec, root: Path) -> LocalImage:
         raise Unsupported(
             "; ".join(reasons[:3]) + (f" (and {len(reasons) - 3} more)" if len(reasons) > 3 else ""), "local"
         )
-    out = LocalImage(tops=tops_of(plan), env={**plan.env, **spec.env}, file=plan.file)
+    out = LocalImage(tops=tops_of(plan), env={**plan.env, **spec.env}, file=plan.file, default_workdir="/")
     steps = list(plan.steps)
     while steps and steps[0].kind != "RUN":
         s = steps.pop(0)
@@ -193,7 +198,7 @@ def prepare(spec: SandboxSpec, root: Path) -> LocalImage:
         elif s.kind == "WORKDIR":
             (image / s.args[0].lstrip("/")).mkdir(parents=True, exist_ok=True)
             out.start_dir = s.args[0]
-        elif s.kind == "ENV":
+        elif s.kind in ("ENV", "ARG"):  # ARG: the RUN steps' environment only, never the image's
             out.start_env.update(dict(s.args))
     out.inside = steps
     _settle_tops(out, image, spec.workdir)
@@ -242,9 +247,9 @@ def _q(words) -> str:
 def build_script(img: LocalImage) -> str:
     """The shell script that runs the steps left (as the sandbox's root), one numbered step at a time;
     it stops at the first that fails, saying which (`horizon-step LINE rc`)."""
-    lines = ["umask 022", "export PATH=/run/horizon/build/bin:$PATH"]
+    lines = ["umask 022", SHIM_MOUNTS]
     for s in img.inside:
-        if s.kind == "ENV":
+        if s.kind in ("ENV", "ARG"):
             lines += [f"export {k}={shlex.quote(v)}" for k, v in s.args]
         elif s.kind == "WORKDIR":
             lines.append(
@@ -277,7 +282,13 @@ COPY_FN = r"""horizon_copy() {
 """
 
 
-PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+PATH = df.DEFAULT_PATH
+SHIM = "/run/horizon/build/bin"  # the apt-get stand-in
+# while the RUN steps run, the stand-in is bound over the host's apt-get and apt (the PATH the steps see
+# is Docker's); a host without them gets it first on the PATH instead
+SHIM_MOUNTS = f"""for t in apt-get apt; do
+  if [ -e /usr/bin/$t ]; then mount -n --bind {SHIM}/$t /usr/bin/$t; else export PATH={SHIM}:$PATH; fi
+done"""
 BUILD_TAIL = 4000  # bytes of a failed Dockerfile step's output kept in the reason
 
 
@@ -317,6 +328,7 @@ for d in /*; do
   ovl "$d" "/run/horizon/upper/$n" "horizon-$n" "$d"
 done
 umount -n -l /run/horizon/lower /run/horizon/upper
+for t in apt-get apt; do umount -n -l /usr/bin/$t 2>/dev/null; done
 mount -n -o remount,bind,ro /
 umount -n -l /run/horizon/build /run/horizon/context"""
 

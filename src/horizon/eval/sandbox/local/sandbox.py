@@ -50,12 +50,13 @@ from pathlib import Path
 from horizon.eval.sandbox import (
     Diagnosis,
     ExecResult,
+    Finding,
     Sandbox,
     SandboxError,
     SandboxSpec,
     programs,
 )
-from horizon.eval.sandbox.local import hostexec, imagebuild, netns
+from horizon.eval.sandbox.local import audit, hostexec, imagebuild, netns
 from horizon.eval.sandbox.local import limits as cgroups
 from horizon.eval.sandbox.local.hostfs import (
     HOST_ENV,
@@ -65,6 +66,7 @@ from horizon.eval.sandbox.local.hostfs import (
     sweep_dirs,
     user_processes,
 )
+from horizon.eval.sandbox.toolchain import GUARD_ENV, GUARD_FILE
 
 log = logging.getLogger("horizon.eval.sandbox")
 
@@ -148,6 +150,7 @@ class LocalSandbox(Sandbox):
                 )
             if self.image.inside:
                 self._build()
+            self._snapshot()
             if self.spec.allow_internet:
                 self.net = netns.UserNet.start(self, self.tools["setpriv"] if as_root else None)
         except BaseException:
@@ -157,8 +160,38 @@ class LocalSandbox(Sandbox):
     def _build(self) -> None:
         imagebuild.run_inside(self, self.image)
 
+    def _snapshot(self) -> None:
+        """The writable directories that decide a grade, as the image left them (local/audit.py)."""
+        request = audit.watched(self.image_env().get("PATH") or "", SYSTEM_DIRS)
+        self._before, sites = audit.scan(self, request, _init_python()[0])
+        self._watch = {"flat": request["flat"], "deep": sites}
+
+    def audit(self) -> Finding | None:
+        """The PATH directories and Python site directories the agent can write, before and after."""
+        from horizon.eval.sandbox import integrity
+
+        watch = getattr(self, "_watch", None)
+        if not watch or not (watch["flat"] or watch["deep"]):
+            return None
+        after, _ = audit.scan(self, {**watch, "find_tops": ["*"]}, _init_python()[0])
+        layer = integrity.SnapshotLayer(
+            self._before, after, watch["flat"], watch["deep"], lambda p: audit.host_entry(p, SYSTEM_DIRS)
+        )
+        env = self.image_env()
+        found = integrity.audit(layer, env.get("PATH") or "", env.get("LD_LIBRARY_PATH") or "")
+        self._guard_list = found.site_changes
+        return Finding("tampered", found.evidence) if found.tampered else None
+
+    @property
+    def workdir(self) -> str:
+        """The task's, else the image's: "/" when its Dockerfile sets no WORKDIR (as Docker), else /app."""
+        return self.spec.workdir or (self.image.default_workdir if self.image is not None else "/app")
+
     def image_env(self) -> dict[str, str]:
-        return dict(self.image.env) if self.image is not None else dict(self.spec.env)
+        env = dict(self.image.env) if self.image is not None else dict(self.spec.env)
+        if getattr(self, "_guard_list", None):
+            env[GUARD_ENV] = f"/logs/{GUARD_FILE}"
+        return env
 
     def _make_cgroup(self) -> cgroups.Cgroup | None:
         if self.limits == "rlimit":
@@ -500,6 +533,13 @@ tar -x --no-same-owner -C /tests"""
             raise SandboxError(
                 f"{self.spec.name}: putting the tests in failed: {r.stderr.decode(errors='replace')[-500:]}"
             )
+        listed = "".join(f"{p}\n" for p in getattr(self, "_guard_list", []) if "\n" not in p)
+        if listed:  # the pytest guard's list (the toolchain is read-only: it goes to /logs)
+            r = self.run_from_host(
+                ["sh", "-c", f"cat > /logs/{GUARD_FILE}"], input=listed.encode(), privileged=True
+            )
+            if r.rc != 0:
+                raise SandboxError(f"{self.spec.name}: writing the pytest guard's list failed")
         return self.grader_home
 
     def clear_grading(self) -> None:

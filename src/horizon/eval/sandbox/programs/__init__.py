@@ -6,6 +6,8 @@ horizon does not run them here: it reads their text (`source`) and puts it in th
   kills every other process before grading).
 - `uvshim.py`: bin/uv and bin/uvx of the graders' toolchain: the real uv, offline, its requirements
   pinned to the wheelhouse (tests/unit import it to check its rewrites).
+- `pytest_guard.py`: lib/horizon_pytest_guard.py of the toolchain: the grader's pytest loads its
+  plugins through it (every pytest11 entry point but those the agent added or changed).
 
 Imports: nothing of horizon.
 """

@@ -1,0 +1,124 @@
+"""The task's storage_mb under docker: enforced where the storage driver can, watched everywhere.
+
+Docker limits a container's writable layer (`storage_opt={"size": ...}`) only on overlay2 over xfs
+mounted with pquota, devicemapper, btrfs and zfs; whether this daemon can is learnt from its answer
+to the first container that asks (once per daemon and process). Everywhere, a thread watches the
+layer's size while the attempt runs; over the limit it calls `on_exceed` once (the sandbox then
+stops the container: the writer ends at once, and the attempt is the agent's `sandbox_exhausted`).
+The layer's size comes from the daemon's API (`SizeRw`, what `docker ps -s` shows), which walks the
+layer's files: on a local daemon it is asked only when the daemon's disk (statvfs of its data root,
+every POLL_S) has lost GATE bytes since the last answer, or every SLOW_S; on a remote one every
+SLOW_S / 4. Each interval grows with the cost of a poll (a layer of many files takes longer).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+
+from horizon.eval.sandbox.docker.image import sdk_errors
+
+log = logging.getLogger("horizon.eval.sandbox.docker")
+POLL_S = 0.25
+SLOW_S = 4.0
+GATE = 64 << 20  # the daemon's disk losing this much since the last measurement: measure the layer now
+_enforced: dict[str, bool] = {}  # daemon -> whether storage_opt size is honoured
+
+
+def size_option(client, storage_mb: int) -> dict:
+    """The storage_opt to ask for (empty where this daemon is known not to honour it)."""
+    if _enforced.get(str(client.api.base_url)) is False:
+        return {}
+    return {"storage_opt": {"size": f"{int(storage_mb)}M"}}
+
+
+def refused(client, error: Exception) -> bool:
+    """Whether a container start failed only because the driver cannot limit the layer (remembered)."""
+    text = str(error)
+    if "storage-opt" in text or "storage_opt" in text:
+        _enforced[str(client.api.base_url)] = False
+        log.info("the Docker daemon's storage driver cannot limit a container's size: storage_mb is watched")
+        return True
+    return False
+
+
+def accepted(client) -> None:
+    _enforced.setdefault(str(client.api.base_url), True)
+
+
+_roots: dict[str, str | None] = {}
+
+
+def local_data_root(client) -> str | None:
+    """The daemon's data root when it is a directory of this host (a local daemon), else None."""
+    key = str(client.api.base_url)
+    if key not in _roots:
+        daemon, _ = sdk_errors()
+        try:
+            root = client.info().get("DockerRootDir")
+        except daemon:
+            root = None
+        local = key.startswith("http+docker://") or "unix" in key
+        _roots[key] = root if local and root and os.path.isdir(root) else None
+    return _roots[key]
+
+
+def layer_size(client, container_id: str) -> int | None:
+    """Bytes of the container's writable layer, as the daemon measures it (None: it cannot say)."""
+    daemon, _ = sdk_errors()
+    try:
+        found = client.api.containers(all=True, size=True, filters={"id": container_id})
+    except daemon:
+        return None
+    return int(found[0].get("SizeRw") or 0) if found else None
+
+
+class StorageWatch:
+    """Polls the layer's size; `on_exceed(size)` once when it is over `limit` bytes; `peak` the largest seen."""
+
+    def __init__(
+        self, client, container_id: str, limit: int, on_exceed: Callable[[int], None], disk: str | None = None
+    ):
+        self.client, self.id, self.limit, self.on_exceed = client, container_id, limit, on_exceed
+        self.disk = disk  # the daemon's data root, where it is on this host
+        self.peak = 0
+        self.fired = False
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"storage-{container_id[:12]}", daemon=True)
+
+    def start(self) -> StorageWatch:
+        self._thread.start()
+        return self
+
+    def _free(self) -> int | None:
+        try:
+            st = os.statvfs(self.disk)
+            return st.f_bavail * st.f_frsize
+        except (OSError, TypeError):
+            return None
+
+    def _run(self) -> None:
+        interval, last_free, last_time = POLL_S, self._free(), 0.0
+        while not self._stop.wait(interval):
+            free, now = self._free(), time.monotonic()
+            due = now - last_time >= (SLOW_S if free is not None else SLOW_S / 4)
+            if not due and (free is None or last_free is None or last_free - free < GATE):
+                continue
+            size = layer_size(self.client, self.id)
+            last_free, last_time = free, now
+            interval = max(POLL_S, 5 * (time.monotonic() - now))  # the daemon measures a fifth of the time
+            if size is None:
+                continue
+            self.peak = max(self.peak, size)
+            if size > self.limit and not self.fired:
+                self.fired = True
+                self.on_exceed(size)
+                return
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join(timeout=5)

@@ -1,0 +1,57 @@
+"""Dockerfiles replayed as Docker builds them: each form of ENV, ARG and WORKDIR, built by the tests'
+Docker daemon and replayed by the local sandbox, gives the same environment, working directory and
+files (what a command in the sandbox prints), at build time (RUN) and at run time."""
+
+import pytest
+
+from horizon.eval.sandbox import make_sandbox
+from horizon.eval.tasks.benchmark import load_harbor, sandbox_spec
+
+pytestmark = [pytest.mark.engine, pytest.mark.slow]
+HEAD = "ARG BASE_IMAGE=horizon-base:bookworm\nFROM ${BASE_IMAGE}\n"
+# form -> (the Dockerfile's lines after FROM, the variables to print)
+FORMS = {
+    "venv first on PATH": ("ENV PATH=/opt/venv/bin:$PATH\nRUN mkdir -p /opt/venv/bin\n", "PATH"),
+    "quoted ${PATH}": ('ENV PATH="/root/.local/bin:${PATH}"\n', "PATH"),
+    "ARG default": ('ARG VERSION=1.2\nENV V=$VERSION\nRUN echo "run $VERSION" > /app/arg.txt\n', "V VERSION"),
+    "chained ENV": ("ENV A=1\nENV B=$A/x\nENV C=${B}/y\n", "A B C"),
+    "two pairs, one line": ("ENV P=/p Q=${P}/q\n", "P Q"),
+    "legacy ENV key value": ("ENV LEGACY some value with spaces\n", "LEGACY"),
+    "${VAR:-word} ${VAR:+word}": ("ENV A=set\nENV D=${UNSET:-dflt} E=${A:+alt} F=${UNSET:+no}\n", "A D E F"),
+    "relative WORKDIR": ("WORKDIR /app\nWORKDIR sub\nRUN pwd > /app/pwd.txt\n", ""),
+    "ENV after RUN": (
+        'RUN echo "$PATH" > /app/build-path.txt\nENV LATE=$PATH:/late\nRUN echo "$LATE" > /app/late.txt\n',
+        "LATE",
+    ),
+}
+PROBE = 'pwd; for k in PATH {keys}; do printf "%s=%s\\n" "$k" "$(printenv "$k" || echo UNSET)"; done; cd /app && for f in $(ls *.txt 2>/dev/null); do echo "$f: $(cat "$f")"; done'
+
+
+def task_dir(tmp_path, name: str, body: str):
+    d = tmp_path / name.replace(" ", "-").replace("$", "").replace("{", "").replace("}", "").replace(":", "")
+    (d / "environment").mkdir(parents=True)
+    (d / "tests").mkdir()
+    (d / "tests" / "test.sh").write_text("#!/bin/bash\ntrue\n")
+    (d / "task.toml").write_text("[verifier]\ntimeout_sec = 60.0\n")
+    (d / "instruction.md").write_text("nothing")
+    (d / "environment" / "Dockerfile").write_text(HEAD + "RUN mkdir -p /app\n" + body)
+    return load_harbor(d)
+
+
+def observe(kind: str, task, keys: str, tools) -> str:
+    with make_sandbox(kind, sandbox_spec(task, f"replay-{kind}"), toolchain=tools) as sb:
+        r = sb.exec(["sh", "-c", PROBE.format(keys=keys)], timeout=60)
+        assert r.rc == 0, r
+        return r.stdout
+
+
+@pytest.mark.parametrize("form", list(FORMS))
+def test_docker_and_local_see_the_same_image(dockerd, tools, tmp_path, form):
+    body, keys = FORMS[form]
+    task = task_dir(tmp_path, form, body)
+    built, replayed = observe("docker", task, keys, tools), observe("local", task, keys, tools)
+    print(f"\n{form}:\n{built}")
+    assert replayed == built
+    assert (
+        "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" in built
+    )  # Docker's default PATH kept
