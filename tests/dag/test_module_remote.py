@@ -22,9 +22,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.helpers import BIN, REPO, job_counts, snakemake, write_config
+from tests.dag import test_module_use as local_module
+from tests.helpers import BIN, REPO, job_counts, write_config
 
-RELIABILITY = "results/tables/reliability.md"
+RELIABILITY = local_module.RELIABILITY
+plain_counts = local_module.plain_counts  # the fixture: the paper grid's jobs, from the repository root
 # What a remote source serves: no src/, so workflow/'s links into src/horizon/assets dangle (raw files
 # of GitHub give a link's target as text): the packaged files must come from the installed package.
 PUBLISHED = ["Snakefile", "pyproject.toml", "workflow"]
@@ -90,14 +92,6 @@ def github_repos(tmp_path_factory) -> Path:
     repos = tmp_path_factory.mktemp("repos")
     subprocess.run(["git", "clone", "-q", "--bare", str(work), str(repos / GITHUB)], check=True)
     return repos
-
-
-@pytest.fixture(scope="module")
-def plain_counts(tmp_path_factory):
-    """The paper grid's jobs for the reliability table, run from the repository root (empty results/)."""
-    empty = tmp_path_factory.mktemp("plain")
-    study = ["--configfile", str(REPO / "config.yaml"), "--directory", str(empty)]
-    return job_counts(snakemake([*study, RELIABILITY, "-n", "-q", "rules"], cwd=REPO).stdout)
 
 
 def user_study(workdir: Path, snakefile: str, configfile: Path | str) -> Path:
