@@ -248,6 +248,8 @@ def agent_config(settings: EvalSettings) -> AgentConfig:
         context=settings.context,
         summarize_threshold=settings.summarize_threshold,
         history_thinking=settings.history_thinking,
+        capture=settings.capture,
+        capture_idle_max_s=settings.capture_idle_max_s,
     )
 
 
