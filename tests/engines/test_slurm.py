@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.engine_fixtures import ensure_debian_package
+from tests.engine_fixtures import ensure_debian_package, ensure_root
 from tests.helpers import REPO, snakemake, tiny_demo_config
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
@@ -26,8 +26,7 @@ def _pid(path: Path) -> int | None:
 
 @pytest.fixture(scope="module")
 def slurm(tmp_path_factory):
-    if os.geteuid() != 0:
-        pytest.skip("starting slurmctld/slurmd/munged needs root")
+    ensure_root("starting slurmctld, slurmd and munged")
     for binary, pkg in (
         ("slurmctld", "slurmctld"),
         ("slurmd", "slurmd"),
