@@ -103,6 +103,9 @@ class _Repeat:
         for tries in range(self.retries + 1):
             if self.live.cancelled.is_set():
                 return None
+            log.info(
+                "%s attempt %d: started (try %d)", task.id, attempt, tries + 1
+            )  # in flight until journaled
             try:
                 out = run_attempt(task, attempt, self.repeat, self.ctx, seed, self.live, transcript).record
                 if out.failure_mode == "unsupported":
