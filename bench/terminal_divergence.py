@@ -3,14 +3,15 @@
 
   python bench/terminal_divergence.py WORKDIR [--runs 3] [--capture timed idle]
 
-WORKDIR holds a finished run of a config (its `config.yaml` and `results/`, e.g. the crash test's grid:
-the tests' `tiny_demo_config` with tests/e2e/test_crash.py's SMALLER, run once with Snakemake). For each
-capture mode, the rollouts (and the tables after them) are run again `--runs` times, each in a copy of
-WORKDIR without its rollouts, on the same trained models (`--rerun-triggers mtime input`: nothing
-upstream reruns). Every pair of runs of a mode is compared attempt by attempt: the record and the
-transcript without wall-clock fields (seconds, timing, pytest's "in 0.02s"). Per pair it prints how
-many attempts differ, and for each the first observation that differs in both runs (the model answers
-the same conversation the same way, so the first difference is what the terminal showed).
+WORKDIR holds a finished run of a config (its `config.yaml` and `results/`, e.g. the crash test's
+grid: the tests' `tiny_demo_config` with tests/e2e/test_crash.py's SMALLER, run once with Snakemake).
+For each capture mode, the rollouts (and the tables after them) are run again `--runs` times, the
+modes alternating, each in a copy of WORKDIR without its rollouts, on the same trained models
+(`--rerun-triggers mtime input`: nothing upstream reruns). Every pair of runs of a mode is compared
+attempt by attempt: the record and the transcript without wall-clock fields (seconds, timing,
+pytest's "in 0.02s"). Per pair it prints how many attempts differ, and for each the first message
+that differs (the model answers the same conversation the same way, so it is what the terminal
+showed), and per mode the wall seconds of each run.
 """
 
 from __future__ import annotations
@@ -85,13 +86,16 @@ def main() -> None:
     ap.add_argument("--capture", nargs="+", default=["timed", "idle"])
     a = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="terminal-divergence-") as tmp:
+        runs = {c: [Path(tmp) / f"{c}-{i}" for i in range(a.runs)] for c in a.capture}
+        seconds: dict[str, list[float]] = {c: [] for c in a.capture}
+        for i in range(a.runs):  # the modes alternate, so that both see the same load over time
+            for capture in a.capture:
+                seconds[capture].append(rerun(a.workdir.resolve(), runs[capture][i], capture))
         for capture in a.capture:
-            runs = [Path(tmp) / f"{capture}-{i}" for i in range(a.runs)]
-            seconds = [rerun(a.workdir.resolve(), d, capture) for d in runs]
             print(
-                f"capture={capture}: {a.runs} runs of the rollouts, {', '.join(f'{s:.0f}' for s in seconds)} s"
+                f"capture={capture}: {a.runs} runs of the rollouts, {', '.join(f'{s:.0f}' for s in seconds[capture])} s"
             )
-            for x, y in itertools.combinations(runs, 2):
+            for x, y in itertools.combinations(runs[capture], 2):
                 diff = differences(x, y)
                 n = len(list(x.glob("results/rollouts/*/*/r*/transcripts/*/*.json")))
                 print(f" {x.name} vs {y.name}: {len(diff)} of {n} attempts differ")
