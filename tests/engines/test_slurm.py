@@ -101,14 +101,18 @@ PartitionName=main Nodes={host} Default=YES MaxTime=INFINITE State=UP
         f"slurm did not come up: {state!r}\n{(scratch / 'slurmctld.log').read_text()[-2000:]}"
     )
     yield scratch
+    stopped = []
     for pidfile in reversed(started):  # stop what we started, by pid
         pid = _pid(pidfile)
         if pid:
             try:
                 os.kill(pid, 15)
+                stopped.append(pid)
             except ProcessLookupError:
                 pass
-    time.sleep(1)
+    deadline = time.time() + 30  # until they are gone (not a fixed pause)
+    while time.time() < deadline and any(os.path.exists(f"/proc/{pid}") for pid in stopped):
+        time.sleep(0.1)
     # put the machine's Slurm configuration back: with a config naming a stopped controller, every
     # later snakemake call would wait ~10 s (the slurm plugin runs `scontrol show config` at start-up)
     for path, old in ((conf, backup), (gres_conf, gres_backup)):
