@@ -18,10 +18,10 @@ in one observation after an identical conversation, where the same lines appear 
 the two processes' lines, each starting with its diagnostic ("bash: ...", "wc: ..."), and its
 success, reward and failure mode stay the same; at most MAX_INTERLEAVED attempts per run. The
 terminal is read when idle (eval.capture: idle), so a capture no longer depends on the machine's
-speed: between two uninterrupted runs of this grid, 1, 2 and 1 of 48 attempts differed that way (and
-nothing else), against 4, 2 and 2 of 48 with Terminus-2's timing (half of them captures taken before
-the shell had printed everything); measured 2026-12-01 at 5b35c65 on 2 loaded cores (this grid's
-rollouts rerun on the same trained models).
+speed: between two uninterrupted runs of this grid, 1, 2, 1 and 1 of 48 attempts differed that way
+(and nothing else), against 4, 2, 2 and 5 of 48 with Terminus-2's timing (1 or 2 of them captures
+taken before the shell had printed everything); `python bench/terminal_divergence.py` on this grid,
+2026-12-01 at 5b35c65 and 15ebc96, 2 loaded cores.
 
 The tables are the crash run's own, from its own records, and equal the reference run's byte for byte
 (training hours masked); where attempts differed as above, the reference's tables are rebuilt from a
@@ -55,7 +55,7 @@ SMALLER = {
     "refine": {"selections": ["top"], "two_stage_full": False},
     "score": {"write_every": 1, "batch_tokens": H2},
 }
-# attempts per run that may show two processes' lines in another order (measured: 0-2 of 48, above)
+# attempts per run that may show two processes' lines in another order (measured: 1-2 of 48, above)
 MAX_INTERLEAVED = 4
 # fields of an attempt record (and its transcript) that measure wall-clock time, not behaviour
 CLOCK_FIELDS = {"seconds", "timing"}
