@@ -8,7 +8,8 @@
 # the config's relative paths are your working directory's; `prefix:` is refused: set `results`):
 #   configfile: "config.yaml"
 #   module horizon:
-#       snakefile: "../horizon/Snakefile"      # this checkout, from your study's folder
+#       snakefile: "../horizon/Snakefile"      # this checkout, from your study's folder; or
+#       snakefile: github("<owner>/horizon", path="Snakefile", tag="v<version>")   # with that horizon installed
 #       config: config
 #   use rule * from horizon as horizon_*
 from snakemake.utils import min_version

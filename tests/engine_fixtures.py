@@ -5,24 +5,41 @@ bubblewrap, tmux, Docker, debootstrap and Slurm come from Debian's packages (`ma
 """
 
 import os
+import re
 import shutil
 import subprocess
+from collections.abc import Collection
 
 import pytest
+
+
+def required() -> bool:
+    """Whether every engine must run here (HORIZON_REQUIRE_ENGINES=1, set by `make test`)."""
+    return os.environ.get("HORIZON_REQUIRE_ENGINES") == "1"
+
+
+def unavailable(msg: str) -> None:
+    """What this machine lacks for a test (an engine, a privilege, a package): a skip saying so, or a
+    failure saying so where every engine must run (HORIZON_REQUIRE_ENGINES=1: CI never skips one)."""
+    if required():
+        pytest.fail(f"HORIZON_REQUIRE_ENGINES=1: {msg}")
+    pytest.skip(msg)
 
 
 def ensure_debian_package(binary: str, package: str) -> None:
     """The engines are installed by `make engines` (which `make test` runs), never by a test.
 
-    Missing here: a skip with the command to run, or a failure where every engine must run
-    (HORIZON_REQUIRE_ENGINES=1, set by `make test`: CI must not skip an engine this machine can run).
+    Missing here: a skip with the command to run, or a failure where every engine must run.
     """
     if shutil.which(binary) or os.path.exists(f"/usr/sbin/{binary}"):
         return
-    msg = f"{binary} is not installed: run `make engines` (Debian package {package})"
-    if os.environ.get("HORIZON_REQUIRE_ENGINES") == "1":
-        pytest.fail(msg)
-    pytest.skip(msg)
+    unavailable(f"{binary} is not installed: run `make engines` (Debian package {package})")
+
+
+def ensure_root(what: str) -> None:
+    """Daemons the tests start as root (dockerd, slurmctld, slurmd, munged)."""
+    if os.geteuid() != 0:
+        unavailable(f"{what} needs root (this test runs as uid {os.geteuid()})")
 
 
 @pytest.fixture(scope="session")
@@ -40,19 +57,49 @@ def tools(local_engine):
         yield path
 
 
-def sandbox_processes() -> list[str]:
-    """Command lines of live processes that belong to a horizon sandbox."""
+def sandbox_processes(harnesses: Collection[int] | None = None) -> list[str]:
+    """Command lines of live processes that belong to a horizon sandbox. With `harnesses`, only those of
+    sandboxes that these processes started (a local sandbox's cgroup is named after the pid of the
+    harness that made it: horizon-sb-<pid>-...), so that a test sees its own on a machine that others
+    share; a process without such a cgroup (rlimit limits) is counted whoever started it."""
     out = []
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
             continue
         try:
             cmd = open(f"/proc/{pid}/cmdline", "rb").read().replace(b"\0", b" ").decode(errors="replace")
+            cgroups = open(f"/proc/{pid}/cgroup").read()
         except OSError:
             continue
         if "horizon-sandbox-init" in cmd or ("slirp4netns" in cmd and "--userns-path=/proc/self/fd/" in cmd):
-            out.append(f"{pid}: {cmd[:200]}")
+            owner = re.search(r"/horizon-sb-(\d+)-", cgroups)
+            if harnesses is None or owner is None or int(owner[1]) in harnesses:
+                out.append(f"{pid}: {cmd[:200]}")
     return out
+
+
+def session_processes(sid: int) -> set[int]:
+    """The pids of the live processes of a session (a workflow started with start_new_session: its jobs)."""
+    found = set()
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if int(open(f"/proc/{pid}/stat").read().rpartition(")")[2].split()[3]) == sid:
+                found.add(int(pid))
+        except (OSError, IndexError, ValueError):
+            continue
+    return found
+
+
+def sandboxes_left(timeout: float = 10, harnesses: Collection[int] | None = None) -> list[str]:
+    """The sandbox processes (of `harnesses`' sandboxes, see sandbox_processes) still alive once they have
+    had `timeout` s to end (a kill or a teardown takes effect as the kernel gets to it): returns as soon
+    as none is left."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while (left := sandbox_processes(harnesses)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return left
 
 
 def start_dockerd(root):
@@ -102,8 +149,7 @@ def dockerd(tmp_path_factory):
     (debootstrap minbase + tmux + python3, imported: no registry is reachable). Stopped by pid."""
     import time
 
-    if os.geteuid() != 0:
-        pytest.skip("starting dockerd needs root")
+    ensure_root("starting dockerd")
     ensure_debian_package("dockerd", "docker.io")
     ensure_debian_package("debootstrap", "debootstrap")
     root = tmp_path_factory.mktemp("dockerd")

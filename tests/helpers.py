@@ -8,7 +8,8 @@ import os
 import re
 import subprocess
 import sys
-from collections import Counter
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import yaml
@@ -17,6 +18,19 @@ REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "fixtures"
 CORPUS_SAMPLE = FIXTURES / "corpus-sample.jsonl"
 BIN = Path(sys.executable).parent
+
+
+def wait_for(condition: Callable[[], object], what: str, timeout: float = 60, poll: float = 0.05):
+    """Poll `condition` until it returns something true (returned) or `timeout` s pass (a failure
+    naming `what`): a test waits for the state it checks, never a fixed time."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"after {timeout:g} s still waiting for {what} (last seen: {value!r})")
+        time.sleep(poll)
 
 
 def fixture_rows() -> list[dict]:
@@ -118,7 +132,8 @@ def tiny_demo_config(workdir: Path, teachers: bool = False, **overrides) -> Path
     cfg["eval"]["prompt_template"] = str(REPO / "demo" / "prompt.yaml")
     cfg["student"]["build"].update(vocab_size=600)
     cfg["train"].update(epochs=40, save_steps=10)  # 16 trajectories: more epochs for as many steps
-    cfg["eval"].update(include_base=False, concurrency=2)
+    # the terminal read when idle: a run's captures do not depend on how loaded the machine is
+    cfg["eval"].update(include_base=False, concurrency=2, capture="idle")
     cfg["eval"]["sampling"]["max_tokens"] = 160
     cfg["report"]["paired"] = [["single-K384", "refine-H640-top-50"]]
     cfg["dmpo"].update(enabled=False)  # the tests that want DMPO enable it
@@ -147,13 +162,39 @@ def compile_latex(table_tex: str, workdir: Path) -> subprocess.CompletedProcess:
 HARBOR_RUN_TASKS = FIXTURES / "harbor-run"
 
 
-def same_terminal(x: str, y: str) -> bool:
-    """Two runs' captures of one terminal that differ only by timing: the same characters merged in
-    another order (two processes writing at once, whose writes can interleave inside a line), or one
-    capture the start of the other (taken before the shell had echoed or printed everything)."""
+DIAGNOSTIC = re.compile(r"[\w.+-]+: \S")  # "bash: te: command not found", "wc: invalid option -- 'p'"
 
-    def text(obs: str) -> str:
-        return "\n".join(line.rstrip() for line in obs.splitlines()).rstrip()
 
-    a, b = sorted((text(x), text(y)), key=len)
-    return Counter(x) == Counter(y) or b.startswith(a)
+def interleaved(x: str, y: str, max_lines: int = 12) -> bool:
+    """Two captures of one terminal that differ only as two processes writing to it at once can make them
+    differ: outside one block the same lines; inside it, the same lines merged in another order from two
+    sequences, each a process's output starting with its diagnostic ("name: ..."). A line that changed,
+    went missing or is new, a capture cut short, and one process's own lines reordered (a `sort` that lost
+    its locale) are not explained by that."""
+    a, b = x.rstrip().splitlines(), y.rstrip().splitlines()
+    if a == b or len(a) != len(b):
+        return False
+    start = next(i for i, (u, v) in enumerate(zip(a, b)) if u != v)
+    end = len(a) - next(i for i, (u, v) in enumerate(zip(reversed(a), reversed(b))) if u != v)
+    # the block where the two outputs merge may begin before the first line that differs
+    return any(_two_outputs(a[s:end], b[s:end]) for s in range(start, max(-1, end - max_lines - 1), -1))
+
+
+def _two_outputs(block: list[str], other: list[str]) -> bool:
+    """`block` and `other` are two merges of the same two line sequences, each starting with a diagnostic."""
+    for mask in range(1, (1 << len(block)) - 1):  # which lines of the block one process wrote
+        p = [line for i, line in enumerate(block) if mask >> i & 1]
+        q = [line for i, line in enumerate(block) if not mask >> i & 1]
+        if DIAGNOSTIC.match(p[0]) and DIAGNOSTIC.match(q[0]) and _merge_of(other, p, q):
+            return True
+    return False
+
+
+def _merge_of(lines: list[str], p: list[str], q: list[str]) -> bool:
+    """Whether `lines` is p and q merged, each in its own order."""
+    ok = {(0, 0)}
+    for line in lines:
+        ok = {(i + 1, j) for i, j in ok if i < len(p) and p[i] == line} | {
+            (i, j + 1) for i, j in ok if j < len(q) and q[j] == line
+        }
+    return (len(p), len(q)) in ok

@@ -7,6 +7,7 @@ same directory and moved into place with os.replace (atomic on POSIX within one 
 from __future__ import annotations
 
 import contextlib
+import glob
 import io
 import json
 import logging
@@ -35,6 +36,7 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = tmp_name(path)
     _remove(tmp)
+    _remove_stale_tmps(path)
     try:
         yield tmp
         if path.is_dir() and not path.is_symlink():
@@ -42,6 +44,25 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
         os.replace(tmp, path)
     finally:
         _remove(tmp)
+
+
+def _remove_stale_tmps(path: Path) -> None:
+    """The temporary names of `path` that a killed job left (its pid no longer runs here): only one job
+    writes an output at a time, so what they hold is never completed."""
+    for stale in path.parent.glob(f".{glob.escape(path.name)}.tmp-*"):
+        pid = stale.name.rsplit("-", 1)[1]
+        if pid.isdigit() and int(pid) != os.getpid() and not _running(int(pid)):
+            _remove(stale)
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's live process
+        return True
+    return True
 
 
 def _remove(p: Path) -> None:

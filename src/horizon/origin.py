@@ -5,11 +5,16 @@ PYTHONPATH), while each job is a new Python process that finds it again through 
 inherits. `job_pythonpath` makes both the same code: the workflow's own `src/` when the imported
 package is that folder or a copy of it file for file (a wheel built from this checkout), and an
 error naming both folders when they differ, so that parse and jobs never run mixed code.
+
+A workflow fetched from a remote source (`module ... snakefile: github(...)` or a URL) has no `src/`
+to import: the installed package runs it, and `check_release` stops the parse when its version is
+not the fetched workflow's.
 """
 
 from __future__ import annotations
 
 import os
+import site
 from pathlib import Path
 
 
@@ -41,23 +46,52 @@ def differing_files(a: Path, b: Path, limit: int = 5) -> list[str]:
     return out[:limit]
 
 
-def job_pythonpath(workflow_dir: str | Path, current: str | None = None, imported: Path | None = None) -> str:
+def job_pythonpath(
+    workflow_dir: str | Path | None, current: str | None = None, imported: Path | None = None
+) -> str:
     """The PYTHONPATH jobs get: the folder holding the `horizon` the parse imported, first.
 
     The workflow's own `src/` is preferred when it holds the same code (it is also what a container
     sees); a different `horizon` raises CodeMismatch naming both folders and the files that differ.
+    A workflow without a source of its own (`workflow_dir` None: fetched from a remote source) runs
+    the imported package; from this environment's site-packages, jobs find it anyway and `current`
+    is kept as it is (site-packages ahead of the standard library could shadow it).
     """
     imported = (imported or package_dir()).resolve()
-    bundled = (Path(workflow_dir) / "src" / "horizon").resolve()
-    if bundled.is_dir() and bundled != imported:
-        diff = differing_files(imported, bundled)
+    own = Path(workflow_dir, "src", "horizon").resolve() if workflow_dir is not None else None
+    if own is None or not own.is_dir():
+        if imported.parent in site_packages():
+            return current or ""
+        own = imported
+    elif own != imported:
+        diff = differing_files(imported, own)
         if diff:
             raise CodeMismatch(
                 f"the Snakefile was parsed with horizon from {imported}, but this workflow's own code is "
-                f"{bundled}, and they differ ({', '.join(diff)}{' ...' if len(diff) == 5 else ''}); jobs would "
-                f"run other code than the parse. Run with the workflow's code (PYTHONPATH={bundled.parent}, "
-                f"or pip install -e {bundled.parent.parent}), or run the Snakefile that came with {imported}"
+                f"{own}, and they differ ({', '.join(diff)}{' ...' if len(diff) == 5 else ''}); jobs would "
+                f"run other code than the parse. Run with the workflow's code (PYTHONPATH={own.parent}, "
+                f"or pip install -e {own.parent.parent}), or run the Snakefile that came with {imported}"
             )
-    src = str(bundled.parent if bundled.is_dir() else imported.parent)
+    src = str(own.parent)
     rest = [p for p in (current or "").split(os.pathsep) if p and os.path.abspath(p) != src]
     return os.pathsep.join([src, *rest])
+
+
+def site_packages() -> set[Path]:
+    """This environment's site-packages folders (the user's too): a new interpreter searches them."""
+    user = site.getusersitepackages() if site.ENABLE_USER_SITE else None
+    return {Path(p).resolve() for p in [*site.getsitepackages(), *([user] if user else [])]}
+
+
+def check_release(workflow_version: str, source: str, install: str) -> None:
+    """Stop (CodeMismatch naming both) when the imported `horizon` is not the version of the workflow
+    fetched from `source`; `install` is the command that installs the workflow's version."""
+    import horizon
+
+    if horizon.__version__ != workflow_version:
+        raise CodeMismatch(
+            f"the workflow fetched from {source} is horizon {workflow_version}, but the horizon package this "
+            f"environment imports ({package_dir()}) is {horizon.__version__}: the rules would run other code "
+            f"than theirs. Install the workflow's version ({install}), or use the workflow of the installed "
+            f"one (its tag for {horizon.__version__})"
+        )

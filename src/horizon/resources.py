@@ -1,9 +1,10 @@
 """horizon's own files: the ones it ships (assets/) and the source checkout it may run from.
 
 Nothing here looks at the working directory: a run's paths (results/, a config's relative paths)
-are the user's, while the config schema, the DeepSpeed preset and the reference packages' pins
-travel with the package (src/horizon/assets/, package data), so an installed horizon and a
-workflow used as a Snakemake module of another Snakefile read the same files.
+are the user's, while the config schema, the DeepSpeed preset, the judge rubric, the synthesis
+prompts and the reference packages' pins travel with the package (src/horizon/assets/, package
+data; workflow/ links to them), so an installed horizon and a workflow used as a Snakemake module of
+another Snakefile, from a local checkout or fetched from a remote source, read the same files.
 """
 
 from __future__ import annotations
@@ -15,6 +16,13 @@ from pathlib import Path
 ASSETS = Path(__file__).resolve().parent / "assets"
 CONFIG_SCHEMA = ASSETS / "config.schema.yaml"
 REFERENCE_REQUIREMENTS = ASSETS / "reference.txt"
+# workflow/<key> of the repository is a link to assets/<value>: what a rule reads by default
+WORKFLOW_LINKS = {
+    "schemas/config.schema.yaml": "config.schema.yaml",
+    "deepspeed/zero3.json": "deepspeed/zero3.json",
+    "judge/rubric.yaml": "judge/rubric.yaml",
+    "synth/prompts": "synth/prompts",
+}
 
 
 def asset(name: str) -> Path:
@@ -23,6 +31,14 @@ def asset(name: str) -> Path:
     if not path.exists():
         raise FileNotFoundError(f"horizon's packaged file {path} is missing (a broken installation?)")
     return path
+
+
+def workflow_file(name: str, root: Path | None) -> Path:
+    """workflow/<name> (a key of WORKFLOW_LINKS) of the checkout `root` the workflow runs from; the
+    installed package's copy when there is none (a workflow fetched from a remote source, where the
+    links would not resolve)."""
+    packaged = WORKFLOW_LINKS[name]  # KeyError: not one of the packaged files
+    return root / "workflow" / name if root is not None else asset(packaged)
 
 
 def checkout() -> Path | None:

@@ -81,13 +81,40 @@ def op_limit(req: dict) -> list[str]:
     return [limit(None, t, req.get("max_bytes", 10000)) for t in req["texts"]]
 
 
+def wait_idle(run, name: str, limit: float = 30.0) -> None:
+    """Until the pane is idle as horizon's `eval.capture: idle` reads it (every process of the terminal's
+    foreground group asleep, the whole history unchanged between two looks 0.05 s apart), at most
+    `limit` s: both sides are read at the same point, whatever the machine's load (the test's own
+    wait, not part of their session)."""
+    import time
+
+    end, seen = time.monotonic() + limit, None
+    while time.monotonic() < end:
+        pane = run(["tmux", "display-message", "-p", "-t", name, "#{pane_pid}"]).stdout.decode().strip()
+        text = run(["tmux", "capture-pane", "-p", "-S", "-", "-t", name]).stdout
+        stats = {}
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                f = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+            except OSError:
+                continue
+            stats[pid] = (f[0], f[2], f[5])  # state, process group, the terminal's foreground group
+        if pane in stats:
+            group = [state for state, pgrp, _ in stats.values() if pgrp == stats[pane][2]]
+            idle = bool(group) and all(state == "S" for state in group)
+            if idle and text == seen:
+                return
+            seen = text if idle else None
+        time.sleep(0.05)
+
+
 def op_tmux_real(req: dict) -> dict:
     """Their session on this machine's tmux (a private server under req["tmux_tmpdir"]): start it,
     type each step's keys, wait, and collect the incremental outputs and the pane's history limit."""
     import subprocess
     import time
 
-    env = {**os.environ, "TMUX_TMPDIR": req["tmux_tmpdir"]}
+    env = {**os.environ, "TMUX_TMPDIR": req["tmux_tmpdir"], "HOME": req["tmux_tmpdir"]}  # as the test's side
     cwd = req["workdir"]
 
     def run(cmd):
@@ -139,6 +166,7 @@ def op_tmux_real(req: dict) -> dict:
     outputs = [call(session.get_incremental_output())]
     for keys, wait in req["steps"]:
         call(session.send_keys(keys, block=False, min_timeout_sec=wait))
+        wait_idle(run, name)
         outputs.append(call(session.get_incremental_output()))
     limit = run(["tmux", "display-message", "-p", "-t", name, "#{history_limit}"]).stdout.decode().strip()
     run(["tmux", "kill-server"])

@@ -1,6 +1,7 @@
 """The agent loop in a real sandbox with a real tmux: semantics and faults a model can cause."""
 
 import json
+import os
 import time
 
 import pytest
@@ -11,10 +12,11 @@ from horizon.eval.attempt import LiveSandboxes, RunContext, run_attempt
 from horizon.eval.tasks.benchmark import load_benchmark, load_harbor, load_tb1
 from horizon.terminus import Command, render_response
 from tests.doubles.backends import ScriptedBackend
-from tests.engine_fixtures import sandbox_processes
+from tests.engine_fixtures import sandboxes_left
 from tests.helpers import FIXTURES, REPO
 
 pytestmark = pytest.mark.engine
+OURS = {os.getpid()}  # the sandboxes these tests start (the machine may run others)
 TEMPLATE = Template.load(REPO / "demo" / "prompt.yaml")
 HELLO = load_harbor(FIXTURES / "harbor-tasks" / "hello")
 
@@ -35,7 +37,7 @@ def attempt(tools, answers, task=HELLO, timeout=None, **agent_kw):
         {"toolchain": tools},
     )
     out = run_attempt(task, 0, 0, ctx, seed=0, live=LiveSandboxes(), transcript=None)
-    assert sandbox_processes() == []  # always torn down
+    assert sandboxes_left(harnesses=OURS) == []  # always torn down
     return {**out.record.to_dict(), "messages": out.messages}
 
 
@@ -83,8 +85,11 @@ def test_garbage_forever_ends_as_parse_exhausted(tools):
     assert rec["failure_mode"] == "parse_exhausted" and rec["episodes"] == 4 and time.monotonic() - t < 20
 
 
+IDLE = {"capture": "idle", "capture_idle_max_s": 30}  # the screen read once the command is done, however slow
+
+
 def test_errors_in_observations_are_signatures(tools):
-    rec = attempt(tools, [answer("cat /app/missing.txt\n", duration=1), *SOLVE])
+    rec = attempt(tools, [answer("cat /app/missing.txt\n"), *SOLVE], **IDLE)
     assert rec["success"] and rec["error_signatures"] == [{"pattern": "(?i)no such file", "episode": 0}]
 
 
@@ -97,7 +102,7 @@ def test_sleep_forever_ends_at_the_agent_timeout(tools):
 
 def test_long_output_keeps_head_and_tail(tools):
     # 1,500 lines of 7 bytes: over 10,000 bytes but within tmux's 2,000 lines of history
-    rec = attempt(tools, [answer("seq 1000001 1001500\n", duration=3), *SOLVE])
+    rec = attempt(tools, [answer("seq 1000001 1001500\n"), *SOLVE], **IDLE)
     obs = rec["messages"][2]["content"]
     assert len(obs.encode()) < 10_200 and "bytes cut here" in obs and rec["success"]
     assert "seq 1000001 1001500\n1000001\n1000002\n" in obs and "1001499\n1001500\n" in obs
@@ -107,7 +112,7 @@ def test_more_lines_than_the_history_keeps_as_terminus_2(tools):
     """Their diff, kept: past tmux's 2,000 lines the previous capture is gone. Right after the first
     screen (one line: the prompt) the prompt is found again at the end, so only it shows; later the
     previous text is not found and the screen is shown instead."""
-    rec = attempt(tools, [answer("seq 1 3000\n", duration=3), answer("seq 5001 8000\n", duration=3), *SOLVE])
+    rec = attempt(tools, [answer("seq 1 3000\n"), answer("seq 5001 8000\n"), *SOLVE], **IDLE)
     first, second = rec["messages"][2]["content"], rec["messages"][4]["content"]
     assert first == "New Terminal Output:\nroot@box:/app#\n"
     assert second.startswith("Current Terminal Screen:\n") and "7999\n8000\n" in second
@@ -124,21 +129,29 @@ def test_output_flood_is_bounded(tools):
 
 def test_a_long_heredoc_is_pasted_whole(tools):
     body = "".join(f"line {i} ' \" $ ✓\n" for i in range(1200))  # ~25 kB: over one tmux command
-    paste = answer(f"cat > /app/big.txt << 'EOF'\n{body}EOF\n", duration=2)
-    count = answer("wc -l < /app/big.txt\n", duration=0.5)
+    paste = answer(f"cat > /app/big.txt << 'EOF'\n{body}EOF\n")
+    rec = attempt(
+        tools, [paste, answer("wc -l < /app/big.txt\n"), *SOLVE], **IDLE
+    )  # read once bash has echoed it
+    assert "\n1200\n" in rec["messages"][4]["content"] and rec["success"]
 
-    def model(messages):  # FAKE model: counts the lines until the count shows (bash echoes a long
-        # paste slowly on a loaded machine), at most 20 times; then solves
-        seen = [m["content"] for m in messages if m["role"] == "user"]
-        shown = next((i for i, text in enumerate(seen) if "\n1200\n" in text), None)
-        if len(seen) == 1:
-            return paste
-        if shown is None:
-            return count if len(seen) <= 21 else answer(done=True)
-        return SOLVE[min(len(seen) - 1 - shown, 2)]
 
-    rec = attempt(tools, model)
-    assert any("\n1200\n" in m["content"] for m in rec["messages"] if m["role"] == "user") and rec["success"]
+BUSY = "python3 -c \"sum(range(3 * 10**7)); print('counted')\"\n"  # about a second of CPU
+
+
+def test_an_idle_capture_waits_for_a_busy_command_and_a_timed_one_does_not(tools):
+    timed = attempt(tools, [answer(BUSY), *SOLVE])  # Terminus-2's timing: 0.1 s after the keys
+    idle = attempt(tools, [answer(BUSY), *SOLVE], **IDLE)
+    assert "\ncounted\n" not in timed["messages"][2]["content"]  # (the command line holds the word too)
+    assert "counted\nroot@box:/app#" in idle["messages"][2]["content"] and idle["success"]
+
+
+def test_an_idle_capture_gives_up_at_its_bound(tools):
+    """A shell that never idles (a busy loop in bash itself) is read after capture_idle_max_s."""
+    busy = [answer("while :; do :; done\n"), answer("C-c"), *SOLVE]
+    rec = attempt(tools, busy, timeout=60, capture="idle", capture_idle_max_s=1)
+    assert rec["ended"] == "completed" and rec["success"] and rec["seconds"] < 30
+    assert rec["messages"][2]["content"].rstrip().endswith("while :; do :; done")
 
 
 def test_writes_outside_app_fail_and_the_host_is_untouched(tools, tmp_path):
@@ -196,7 +209,7 @@ def repeat_of(tools, task, answers, tmp_path):
 
     ctx = RunContext("local", ScriptedBackend(answers), TEMPLATE, AgentConfig(), [], {"toolchain": tools})
     [rec] = run_repeat([task], 1, 0, ctx, tmp_path / "attempts.jsonl", seed=0, max_infra_retries=0)
-    assert sandbox_processes() == []
+    assert sandboxes_left(harnesses=OURS) == []
     return rec.to_dict()
 
 
@@ -328,4 +341,4 @@ def test_an_endpoint_that_answers_nothing_is_recorded(tools, tiny_tokenizer_dir,
         server.shutdown()
     assert rec.failure_mode == "infra_error" and rec.infra_tries == 2 and "no choices" in rec.error
     assert json.loads(out.read_text())["failure_mode"] == "infra_error"
-    assert sandbox_processes() == []
+    assert sandboxes_left(harnesses=OURS) == []

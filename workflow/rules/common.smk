@@ -3,31 +3,69 @@
 import os
 import re
 import sys
+import tomllib
 from pathlib import Path
+
+from snakemake.sourcecache import HostingProviderFile, LocalGitFile, LocalSourceFile
 
 # The workflow's own files (its package, scripts, schema, rubric, prompts) are found from this file's
 # place, never from the working directory or workflow.basedir: used as a module of another Snakefile,
 # both are the user's. A run's own paths (results/, the config's relative paths) stay relative to the
 # working directory.
-HORIZON = Path(str(workflow.current_basedir)).parents[1]
-HORIZON_SRC = HORIZON / "src"
-if not (HORIZON_SRC / "horizon").is_dir():
-    raise WorkflowError(
-        f"horizon's package is not at {HORIZON_SRC}: use the workflow from a local checkout "
-        "(module ... snakefile: a path to its Snakefile, not a URL)"
-    )
-# this checkout's package first, here and in every job (jobs inherit PYTHONPATH, also inside a container
-# that holds only its dependencies); a different horizon imported before this file stops the run, naming
-# both (horizon.origin): parse and jobs never run mixed code
-if sys.path[:1] != [str(HORIZON_SRC)]:
-    sys.path.insert(0, str(HORIZON_SRC))
-from horizon.origin import job_pythonpath
+# HORIZON: the local checkout this file is in, with the package's source (src/horizon). None when there
+# is none: Snakemake fetched the workflow from a remote source (`github(...)`, a URL) and fetches its
+# rule files, scripts and captions on demand; the installed horizon package runs it, and the defaults
+# of the files workflow/ links to (schema, rubric, prompts) are that package's (horizon.resources).
+_HERE = workflow.current_basedir  # workflow/rules: a local folder, or a SourceFile of the remote source
+HORIZON = Path(str(_HERE)).parents[1] if isinstance(_HERE, LocalSourceFile) else None
+if HORIZON is not None and (HORIZON / "src/horizon").is_dir():
+    # this checkout's package first, here and in every job (jobs inherit PYTHONPATH, also inside a
+    # container that holds only its dependencies); a different horizon imported before this file stops
+    # the run, naming both (horizon.origin): parse and jobs never run mixed code
+    if sys.path[:1] != [str(HORIZON / "src")]:
+        sys.path.insert(0, str(HORIZON / "src"))
+else:
+    HORIZON = None
 
-os.environ.update(PYTHONPATH=job_pythonpath(HORIZON, os.environ.get("PYTHONPATH")))
+
+def fetched_release(here):
+    """(version, source, install command) of a workflow without a package of its own: its version is
+    the pyproject.toml Snakemake fetches through the same source as this file."""
+    pyproject = tomllib.loads(Path(workflow.source_path("../../pyproject.toml")).read_text())
+    version, source = pyproject["project"]["version"], str(here.join("../../Snakefile"))
+    if isinstance(here, HostingProviderFile):  # github(...), gitlab(...)
+        install = f'pip install "git+https://{here.host}/{here.repo}@{here.ref}"'
+    elif isinstance(here, LocalGitFile):  # gitfile(...)
+        install = f'pip install "git+file://{os.path.abspath(here.repo_path)}@{here.ref}"'
+    else:
+        install = (
+            f'pip install "git+<its repository>@<the tag of {version}>", or a wheel of horizon {version}'
+        )
+    return version, source, install
+
+
+if HORIZON is None:
+    RELEASE, RELEASE_SOURCE, RELEASE_INSTALL = fetched_release(_HERE)
+    try:
+        import horizon
+    except ModuleNotFoundError as e:
+        if e.name != "horizon":
+            raise
+        raise WorkflowError(
+            f"the workflow fetched from {RELEASE_SOURCE} runs with the horizon package {RELEASE}, which this "
+            f"environment ({sys.executable}) does not have; install it: {RELEASE_INSTALL}"
+        ) from None
+from horizon.origin import check_release, job_pythonpath
+
+if HORIZON is None:  # its rules run the installed package: the fetched workflow's version, or stop
+    check_release(RELEASE, RELEASE_SOURCE, RELEASE_INSTALL)
+_pythonpath = job_pythonpath(HORIZON, os.environ.get("PYTHONPATH"))
+if _pythonpath:  # (empty: an installed package, found by jobs as by the parse)
+    os.environ.update(PYTHONPATH=_pythonpath)
 
 import horizon.config as hc
 from horizon.configfiles import combine
-from horizon.resources import made_in_checkout
+from horizon.resources import made_in_checkout, workflow_file
 from horizon.grid import Grid, ModelName, wildcard_pattern, RHO, SINGLE, REFINE, SOURCE, selection_pattern
 from horizon.grid import PRIORITY_CHAIN, PRIORITY_DATA
 
@@ -52,7 +90,7 @@ if len(_files) > 1 and config == workflow.config_settings.overwrite_config:
 config.update(
     hc.validate(
         config,
-        HORIZON / "workflow/schemas/config.schema.yaml",
+        workflow_file("schemas/config.schema.yaml", HORIZON),
         paths="warn" if workflow.is_main_process else "skip",
     )
 )
@@ -92,9 +130,9 @@ FILTERS_ON = (
     or JUDGE["enabled"]
 )
 DECONTAM_BENCHES = list(DECONTAM["benchmarks"] or G.benches)
-JUDGE_RUBRIC = JUDGE["rubric"] or f"{HORIZON}/workflow/judge/rubric.yaml"
+JUDGE_RUBRIC = JUDGE["rubric"] or str(workflow_file("judge/rubric.yaml", HORIZON))
 SYNTH = config["synth"]
-SYNTH_PROMPTS = SYNTH["prompts"] or f"{HORIZON}/workflow/synth/prompts"
+SYNTH_PROMPTS = SYNTH["prompts"] or str(workflow_file("synth/prompts", HORIZON))
 SYNTH_PROMPT_FILES = sorted(str(p) for p in Path(SYNTH_PROMPTS).glob("*.j2"))
 
 

@@ -103,5 +103,6 @@ for _src in SOURCES:
             sandbox=config["eval"]["sandbox"],
             options=config["eval"]["sandbox_options"],
             seed=config["seed"],
+            capture={k: config["eval"][k] for k in ("capture", "capture_idle_max_s")},
         script:
             f"{SCRIPTS}/collect.py"

@@ -4,6 +4,7 @@ from horizon.io import setup_logging
 
 setup_logging(snakemake.log[0])
 c = snakemake.params.collect
+capture = snakemake.params.capture  # eval.capture and its bound: the harness's terminal, as in rollouts
 with toolchain.temporary() as tools:
     options = {"toolchain": tools, **snakemake.params.options}
     if c.get("teacher"):  # a real teacher (an OpenAI-compatible chat endpoint, or vllm serve)
@@ -16,6 +17,7 @@ with toolchain.temporary() as tools:
             options,
             snakemake.params.seed,
             snakemake.log[0],
+            capture=capture,
         )
     else:
         collect(
@@ -28,4 +30,5 @@ with toolchain.temporary() as tools:
             seed=snakemake.params.seed,
             sandbox_options=options,
             style=c["style"],
+            capture=capture,
         )

@@ -184,8 +184,9 @@ if __name__ == "__main__":  # torchrun -m horizon.dmpo.worker SPEC.json
     import sys
 
     from horizon.io import die_with_parent, setup_logging
-    from horizon.train.worker import run_worker
+    from horizon.train.worker import exit_done, run_worker
 
     die_with_parent()
     setup_logging(os.environ.get("HORIZON_LOG"))
     run_worker(sys.argv[1], load=DMPOSpec.load, make=make_dmpo_trainer)
+    exit_done()

@@ -103,6 +103,8 @@ class _Repeat:
         for tries in range(self.retries + 1):
             if self.live.cancelled.is_set():
                 return None
+            # in flight until journaled: a killed job's log and journal tell which attempts it was running
+            log.info("%s attempt %d: started (try %d)", task.id, attempt, tries + 1)
             try:
                 out = run_attempt(task, attempt, self.repeat, self.ctx, seed, self.live, transcript).record
                 if out.failure_mode == "unsupported":
@@ -257,6 +259,8 @@ def agent_config(settings: EvalSettings) -> AgentConfig:
         context=settings.context,
         summarize_threshold=settings.summarize_threshold,
         history_thinking=settings.history_thinking,
+        capture=settings.capture,
+        capture_idle_max_s=settings.capture_idle_max_s,
     )
 
 

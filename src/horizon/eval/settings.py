@@ -61,6 +61,8 @@ class EvalSettings:
     context: str
     summarize_threshold: int
     history_thinking: str
+    capture: str  # timed (Terminus-2's waits) | idle (then until the pane is idle: reproducible captures)
+    capture_idle_max_s: float
     network: str  # declared | owner | none (docs/evaluation/tasks.md)
     same_shell_tests: str  # fresh (a clean grader) | agent (as terminal-bench: the agent's shell)
     sampling: Sampling

@@ -13,7 +13,9 @@ import logging
 import os
 import shutil
 import time
+import zipfile
 from pathlib import Path
+from typing import NoReturn
 
 from horizon.config import grad_accumulation
 from horizon.io import write_json
@@ -186,7 +188,8 @@ def run_worker(spec_path: str | Path, load=TrainSpec.load, make=None) -> None:
     on_cpu = not torch.cuda.is_available()
     rank = int(os.environ.get("RANK", "0"))
     log_path = Path(spec.checkpoints) / "train_log.jsonl"
-    resume = last_complete_checkpoint(Path(spec.checkpoints), remove_incomplete=rank == 0)
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    resume = last_complete_checkpoint(Path(spec.checkpoints), remove_incomplete=rank == 0, world_size=world)
     if rank == 0:
         _rewind_train_log(log_path, resume)
         log.info("%s: %s", spec.name, f"resuming from {resume}" if resume else "starting from scratch")
@@ -200,8 +203,10 @@ def run_worker(spec_path: str | Path, load=TrainSpec.load, make=None) -> None:
         dist.destroy_process_group()
 
 
-def last_complete_checkpoint(ckpt_dir: Path, remove_incomplete: bool = False) -> str | None:
-    """The newest checkpoint-N that was written to the end (the trainer writes trainer_state.json last).
+def last_complete_checkpoint(
+    ckpt_dir: Path, remove_incomplete: bool = False, world_size: int = 1
+) -> str | None:
+    """The newest checkpoint-N that was written to the end by every rank.
 
     A job killed while saving leaves a partial checkpoint; resuming from it would fail or, worse,
     mix states. It is removed (by rank 0) and the previous one is used.
@@ -213,12 +218,22 @@ def last_complete_checkpoint(ckpt_dir: Path, remove_incomplete: bool = False) ->
         key=lambda p: int(p.name.split("-")[-1]),
     )
     for p in reversed(found):
-        if (p / "trainer_state.json").exists():
+        if _complete(p, world_size):
             return str(p)
         log.warning("%s is incomplete (killed while saving?): not resuming from it", p)
         if remove_incomplete:
             shutil.rmtree(p, ignore_errors=True)
     return None
+
+
+def _complete(ckpt: Path, world_size: int) -> bool:
+    """The Trainer's rank 0 writes trainer_state.json last, after DeepSpeed's shards (a barrier ends
+    their save), but every other rank writes its own rng_state_<rank>.pth without waiting for it: a
+    kill can leave one missing or cut short (torch.save writes a zip: a cut one has no central
+    directory), and the Trainer would fail to load it or resume without it."""
+    if not (ckpt / "trainer_state.json").exists():
+        return False
+    return world_size == 1 or all(zipfile.is_zipfile(ckpt / f"rng_state_{r}.pth") for r in range(world_size))
 
 
 def _replace_dir(src: Path, dst: Path) -> None:
@@ -290,6 +305,20 @@ def _finalize(spec: TrainSpec, out: Path, trainer, on_cpu: bool) -> None:
     write_json(out / "training_args.json", effective)
 
 
+def exit_done() -> NoReturn:
+    """End a worker whose outputs are all written (and its process group destroyed) without the
+    interpreter's teardown: there a library's native thread left running can abort the process
+    ("terminate called without an active exception", SIGABRT: seen in rank 1 of a ZeRO-3 run on two CPU
+    processes after the model was saved, 1 run in 11 beside two busy loops), and torchrun then fails the
+    whole job."""
+    import sys
+
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
 if __name__ == "__main__":  # torchrun -m horizon.train.worker SPEC.json
     import sys
 
@@ -298,3 +327,4 @@ if __name__ == "__main__":  # torchrun -m horizon.train.worker SPEC.json
     die_with_parent()
     setup_logging(os.environ.get("HORIZON_LOG"))
     run_worker(sys.argv[1])
+    exit_done()

@@ -52,6 +52,28 @@ def test_resume_skips_and_removes_a_partial_checkpoint(tmp_path):
     assert last_complete_checkpoint(tmp_path / "none") is None
 
 
+def test_resume_under_two_ranks_needs_every_ranks_rng_state(tmp_path):
+    """Rank 1 writes its RNG state without waiting for rank 0's trainer_state.json: one cut short by a
+    kill makes the checkpoint incomplete (with one rank, trainer_state.json is enough)."""
+    import zipfile
+
+    for step, cut in ((5, False), (10, True)):
+        d = tmp_path / f"checkpoint-{step}"
+        d.mkdir()
+        (d / "trainer_state.json").write_text("{}")
+        for rank in (0, 1):
+            with zipfile.ZipFile(d / f"rng_state_{rank}.pth", "w") as z:
+                z.writestr("data.pkl", b"x" * 100)
+        if cut:
+            whole = (d / "rng_state_1.pth").read_bytes()
+            (d / "rng_state_1.pth").write_bytes(whole[: len(whole) // 2])
+    assert last_complete_checkpoint(tmp_path, world_size=1) == str(tmp_path / "checkpoint-10")
+    assert last_complete_checkpoint(tmp_path, remove_incomplete=True, world_size=2) == str(
+        tmp_path / "checkpoint-5"
+    )
+    assert not (tmp_path / "checkpoint-10").exists()
+
+
 def raw_paper() -> dict:
     import yaml
 

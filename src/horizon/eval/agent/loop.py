@@ -60,6 +60,8 @@ class AgentConfig:
     context: str = _eval_default("context")  # summarize | stop
     summarize_threshold: int = _eval_default("summarize_threshold")  # free tokens that trigger a summary
     history_thinking: str = _eval_default("history_thinking")  # keep | drop (see conversation.py)
+    capture: str = _eval_default("capture")  # timed (Terminus-2) | idle (see terminal.py)
+    capture_idle_max_s: float = _eval_default("capture_idle_max_s")
 
 
 @dataclass
@@ -286,5 +288,6 @@ def run_agent(
         template.turns["terminal_screen"],
         template.turns["terminal_new"],
         style=template.loop.variant,
+        settle=cfg.capture_idle_max_s if cfg.capture == "idle" else None,
     )
     return run_loop(terminal, backend, template, instruction, deadline, cfg, seed, signatures)

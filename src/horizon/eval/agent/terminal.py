@@ -12,6 +12,13 @@
   instead (a paste turns each newline into Enter too). terminal-bench style: `send-keys -t agent
   KEYS`, no `--`, no size handling, failures ignored (a string starting with `-` is lost there).
 - Wait: min(duration, 60) s counted from the start of sending (negative: no wait), cut at the deadline.
+  With `settle` (eval.capture: idle, a deviation from Terminus-2's timing, for reproducible runs) the
+  wait goes on, at most `settle` s more, until the pane is idle: every process of its terminal's
+  foreground group asleep (the shell waiting for keys, or a command waiting for input or a timer:
+  nothing computing, reading a disk or about to print; every typed key read) and the whole history
+  unchanged between two looks IDLE_POLL s apart. A capture then no longer depends on how fast a
+  loaded machine ran the command; two processes writing at once still interleave as the scheduler
+  lets them.
 - Output (`incremental`): as theirs. The first call shows the visible screen. Later calls diff the
   whole history (`capture-pane -p -S -`, lines wrapped at the pane width) against the previous one:
   when the previous text (stripped) is still found, the new output starts at the offset of its last
@@ -40,6 +47,13 @@ PASTE_CHUNK = 32_768  # base64 characters per staging command (harbor's size)
 SCREEN_FORM = "{screen}"
 NEW_FORM = "{output}"
 MARKER = "\n[... {omitted} of {limit} ...]\n"
+IDLE_POLL = 0.05  # s between two looks at the pane when waiting for it to be idle
+# one look at the pane: its process id, the stat line of every process of the sandbox, a line "-", the
+# whole history
+LOOK = (
+    'p=$(tmux display-message -p -t "$0" "#{pane_pid}") || exit 1; echo "$p"; '
+    'cat /proc/[0-9]*/stat 2>/dev/null; echo -; tmux capture-pane -p -S - -t "$0"'
+)
 
 
 class TerminalLost(RuntimeError):
@@ -83,8 +97,10 @@ class Terminal:
         width: int = 160,
         height: int = 40,
         workdir: str | None = None,
+        settle: float | None = None,
     ):
         self.sb = sandbox
+        self.settle = settle  # None: Terminus-2's timing; else the bound on the wait for an idle pane
         self.screen_form, self.new_form, self.style = screen_form, new_form, style
         self.width, self.height = width, height
         self.workdir = workdir or getattr(sandbox, "workdir", None) or "/app"  # the task's working directory
@@ -121,6 +137,8 @@ class Terminal:
         if r.rc != 0:
             raise SandboxError(f"tmux did not start: {(r.stderr or r.stdout).strip()[-300:]}")
         self._wait_for_prompt()
+        if self.settle is not None:
+            self.wait_idle()
         return self.incremental()
 
     def _wait_for_prompt(self, timeout: float = 5.0) -> None:
@@ -201,6 +219,50 @@ class Terminal:
             wait = min(wait, deadline - time.monotonic())
         if wait > 0:
             time.sleep(wait)
+        if self.settle is not None:
+            self.wait_idle(deadline)
+
+    def wait_idle(self, deadline: float | None = None) -> bool:
+        """Wait until the pane is idle (module docstring), at most `settle` s and never past the
+        deadline; whether it became idle."""
+        end = time.monotonic() + (self.settle or 0.0)
+        if deadline is not None:
+            end = min(end, deadline)
+        seen = None
+        while True:
+            looked = self.look()
+            if looked is None:  # tmux is gone: the capture that follows says so
+                return False
+            idle, text = looked
+            if idle and text == seen:
+                return True
+            seen = text if idle else None
+            if time.monotonic() + IDLE_POLL > end:
+                return False
+            time.sleep(IDLE_POLL)
+
+    def look(self) -> tuple[bool, str] | None:
+        """(is every process of the pane's foreground group asleep, the history), or None when the pane
+        cannot be read."""
+        try:
+            r = self.sb.exec(["sh", "-c", LOOK, SESSION], timeout=20, cwd=self.workdir)
+        except SandboxError:
+            return None
+        head, sep, text = r.stdout.partition("\n-\n")
+        if r.rc != 0 or not sep:
+            return None
+        pane, *stats = head.splitlines()
+        procs = {}  # pid: (state, process group, the terminal's foreground group)
+        for line in stats:
+            pid, _, rest = line.partition(" (")
+            f = rest.rpartition(")")[2].split()
+            if len(f) > 5:
+                procs[pid] = (f[0], f[2], f[5])
+        if pane not in procs:
+            return None
+        foreground = procs[pane][2]
+        group = [state for state, pgrp, _ in procs.values() if pgrp == foreground]
+        return bool(group) and all(state == "S" for state in group), text
 
     def alive(self) -> bool:
         try:

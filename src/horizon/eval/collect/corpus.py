@@ -43,7 +43,10 @@ def collect(
     sandbox_options: dict | None = None,
     date: str = "2026-01-01T00:00:00",
     style: str = "careful",
+    capture: dict | None = None,
 ) -> dict:
+    """The scripted teacher's variants of every task; `capture`: the terminal's eval.capture settings
+    ({"capture": ..., "capture_idle_max_s": ...}; Terminus-2's timing when None)."""
     tasks, errors = read_manifest(tasks_json)
     if errors:
         log.warning("%d malformed tasks skipped: %s", len(errors), [e["task"] for e in errors])
@@ -59,7 +62,7 @@ def collect(
             sandbox,
             TeacherBackend(load_plan(task.path), variant, style),
             template,
-            AgentConfig(max_episodes=20, context_length=1 << 20),
+            AgentConfig(max_episodes=20, context_length=1 << 20, **(capture or {})),
             [],
             sandbox_options or {},
             "collect",
@@ -265,6 +268,7 @@ def collect_with_teacher(
     seed: int,
     log_path=None,
     vllm_command=("vllm", "serve"),
+    capture: dict | None = None,
 ) -> dict:
     """corpus.collect with a `teacher`: its endpoint, or `vllm serve` of its local model for the run."""
     import os
@@ -273,7 +277,10 @@ def collect_with_teacher(
 
     t = c["teacher"]
     agent = AgentConfig(
-        max_episodes=t["max_episodes"], context_length=t["context_length"], max_tokens=t["max_tokens"]
+        max_episodes=t["max_episodes"],
+        context_length=t["context_length"],
+        max_tokens=t["max_tokens"],
+        **(capture or {}),
     )
 
     def run(url: str) -> dict:

@@ -1,0 +1,107 @@
+#!/usr/bin/env python
+"""How many attempts differ between uninterrupted runs of the same rollouts, per `eval.capture`.
+
+  python bench/terminal_divergence.py WORKDIR [--runs 3] [--capture timed idle]
+
+WORKDIR holds a finished run of a config (its `config.yaml` and `results/`, e.g. the crash test's
+grid: the tests' `tiny_demo_config` with tests/e2e/test_crash.py's SMALLER, run once with Snakemake).
+For each capture mode, the rollouts (and the tables after them) are run again `--runs` times, the
+modes alternating, each in a copy of WORKDIR without its rollouts, on the same trained models
+(`--rerun-triggers mtime input`: nothing upstream reruns). Every pair of runs of a mode is compared
+attempt by attempt: the record and the transcript without wall-clock fields (seconds, timing,
+pytest's "in 0.02s"). Per pair it prints how many attempts differ, and for each the first message
+that differs (the model answers the same conversation the same way, so it is what the terminal
+showed), and per mode the wall seconds of each run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+CLOCK = {"seconds", "timing"}
+
+
+def comparable(d: dict) -> dict:
+    out = {k: v for k, v in d.items() if k not in CLOCK}
+    if isinstance(out.get("grader"), dict) and out["grader"].get("output"):
+        out["grader"] = {
+            **out["grader"],
+            "output": re.sub(r" in \d+\.\d+s\b", " in <t>s", out["grader"]["output"]),
+        }
+    return out
+
+
+def rerun(src: Path, dest: Path, capture: str) -> float:
+    """The rollouts of `src` run again in `dest` under `capture`; wall seconds."""
+    shutil.copytree(src, dest, symlinks=True, ignore=shutil.ignore_patterns(".snakemake"))
+    for sub in ("rollouts", "tables"):
+        shutil.rmtree(dest / "results" / sub, ignore_errors=True)
+    (dest / "capture.yaml").write_text(yaml.safe_dump({"eval": {"capture": capture}}))
+    t0 = time.monotonic()
+    subprocess.run(
+        [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--configfile", "config.yaml",
+         "capture.yaml", "--directory", ".", "--cores", "2", "--rerun-triggers", "mtime", "input"],
+        cwd=dest, check=True, capture_output=True,
+    )  # fmt: skip
+    return time.monotonic() - t0
+
+
+def differences(a: Path, b: Path) -> list[str]:
+    out = []
+    for pa in sorted(a.glob("results/rollouts/*/*/r*/attempts.jsonl")):
+        rel = pa.relative_to(a)
+        ra = {(r["task"], r["attempt"]): r for r in map(json.loads, pa.read_text().splitlines())}
+        rb = {(r["task"], r["attempt"]): r for r in map(json.loads, (b / rel).read_text().splitlines())}
+        for k, x in ra.items():
+            tx, ty = (json.loads((d / r["transcript"]).read_text()) for d, r in ((a, x), (b, rb[k])))
+            if comparable(x) == comparable(rb[k]) and comparable(tx) == comparable(ty):
+                continue
+            mx, my = tx["messages"], ty["messages"]
+            first = next((i for i, (u, v) in enumerate(zip(mx, my)) if u != v), None)
+            shown = (
+                ""
+                if first is None
+                else f"\n    {mx[first]['content'][:300]!r}\n    {my[first]['content'][:300]!r}"
+            )
+            out.append(f"  {rel.parent} {k}: first difference in message {first}{shown}")
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("workdir", type=Path)
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--capture", nargs="+", default=["timed", "idle"])
+    a = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix="terminal-divergence-") as tmp:
+        runs = {c: [Path(tmp) / f"{c}-{i}" for i in range(a.runs)] for c in a.capture}
+        seconds: dict[str, list[float]] = {c: [] for c in a.capture}
+        for i in range(a.runs):  # the modes alternate, so that both see the same load over time
+            for capture in a.capture:
+                seconds[capture].append(rerun(a.workdir.resolve(), runs[capture][i], capture))
+        for capture in a.capture:
+            print(
+                f"capture={capture}: {a.runs} runs of the rollouts, {', '.join(f'{s:.0f}' for s in seconds[capture])} s"
+            )
+            for x, y in itertools.combinations(runs[capture], 2):
+                diff = differences(x, y)
+                n = len(list(x.glob("results/rollouts/*/*/r*/transcripts/*/*.json")))
+                print(f" {x.name} vs {y.name}: {len(diff)} of {n} attempts differ")
+                for line in diff:
+                    print(line)
+
+
+if __name__ == "__main__":
+    main()
