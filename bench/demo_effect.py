@@ -10,7 +10,8 @@ prints the success attempts (mean over repeats) of K=192, K=384 and K=640, their
 K640 - K384, and the structural facts the demo test asserts: the share of trajectories whose last
 decision step (the answer to the confirmation) starts inside K, per K. The last lines give the
 distribution of the difference over the seeds and the margin the demo test may assert: the smallest
-difference seen, minus one attempt for the run-to-run variation of one seed (docs/crash-safety.md).
+difference seen (the demo's own seed, 7, sits above it by more than its run-to-run variation:
+docs/demo-results.md).
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ def seed_config(workdir: Path, seed: int) -> Path:
     cfg["eval"]["benchmarks"]["demo"]["path"] = str(REPO / "demo" / "tasks")
     cfg["eval"]["prompt_template"] = str(REPO / "demo" / "prompt.yaml")
     cfg["dmpo"] = {"enabled": False}
+    cfg["report"]["paired"] = [p for p in cfg["report"]["paired"] if not p[1].startswith("dmpo-")]
     path = workdir / "config.yaml"
     path.write_text(yaml.safe_dump(cfg, sort_keys=False))
     return path
@@ -52,7 +54,10 @@ def run_seed(workdir: Path, seed: int, cores: int) -> dict:
         [str(seed_config(workdir, seed))], default_profile(), cores, str(workdir), targets
     )
     t0 = time.monotonic()
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    with open(workdir / "snakemake.log", "w") as log:  # the repository's Snakefile, the seed's directory
+        proc = subprocess.run(cmd, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
+    if proc.returncode:
+        raise SystemExit(f"seed {seed}: snakemake failed (exit {proc.returncode}); see {workdir / 'snakemake.log'}")
     return {"seed": seed, "seconds": time.monotonic() - t0, **measure(workdir / "results")}
 
 
@@ -100,7 +105,7 @@ def main() -> int:
         f"max {diffs[-1]:+.1f} (baseline: K384's own mean {statistics.mean(r['success'][384] for r in runs):.1f})"
     )
     print(f"K192 success attempts over the seeds: {sorted(r['success'][192] for r in runs)}")
-    print(f"margin for the demo test (smallest difference minus one attempt): {diffs[0] - 1:+.1f}")
+    print(f"margin the demo test may assert (its seed must clear the smallest difference seen): {diffs[0]:+.1f}")
     return 0
 
 

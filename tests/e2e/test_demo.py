@@ -13,6 +13,24 @@ from tests.helpers import REPO, compile_latex, snakemake, write_config
 pytestmark = pytest.mark.slow
 
 
+# success attempts (of 24, mean of 2 repeats) K=640 must beat K=384 by: `python bench/demo_effect.py
+# --seeds 11 13 17` gave K640 - K384 = +1.0, +4.5, +9.5 and the demo's seed 7 +3.5 and +4.0 in two runs
+# (2026-12-01, docs/demo-results.md); the margin is the smallest difference over the seeds
+K640_MARGIN = 1.0
+
+
+def confirmation_within_k(horizons) -> dict[int, float]:
+    """Per K: the share of trajectories whose last decision step (the confirmation) starts within K."""
+    import pyarrow.parquet as pq
+
+    share = {}
+    for k in (192, 384, 640):
+        t = pq.read_table(horizons / f"K{k}.parquet").to_pydict()
+        done = [d == n for d, n in zip(t["decision_steps"], t["total_decision_steps"], strict=True)]
+        share[k] = sum(done) / len(done)
+    return share
+
+
 def demo_config(tmp_path):
     cfg = yaml.safe_load((REPO / "demo" / "config.yaml").read_text())
     cfg["eval"]["benchmarks"]["demo"]["path"] = str(REPO / "demo" / "tasks")
@@ -78,10 +96,13 @@ def test_the_demo_runs_end_to_end_and_shows_the_horizon_effect(tmp_path, local_e
         assert (tmp_path / "results" / "figures" / fig).stat().st_size > 10_000
     rows = {r["model"]: r for r in csv.DictReader(open(tables / "reliability.csv"))}
     succ = {m: float(r["success_attempts_mean"]) for m, r in rows.items()}
-    # the horizon bites: K=192 stops before any action of any trajectory and its model never solves a
-    # task; K=640 covers most trajectories to their confirmation (no untrained row: include_base off)
-    assert "base" not in rows and succ["single-K192"] == 0 and succ["single-K640"] >= 10  # of 24 per repeat
-    assert succ["single-K192"] < succ["single-K384"] < succ["single-K640"] + 1e-9
+    # the horizon bites: K=192's model never solves a task; the share of trajectories whose confirmation
+    # falls within K rises with K (none at 192 and 384, about half at 640); K=640 beats K=384 by a
+    # margin inside the seeds' spread (no untrained row: include_base off)
+    assert "base" not in rows and succ["single-K192"] == 0
+    covered = confirmation_within_k(tmp_path / "results" / "horizons")
+    assert covered[192] <= covered[384] < covered[640], covered
+    assert succ["single-K640"] - succ["single-K384"] >= K640_MARGIN, succ
     assert all(
         m in rows
         for m in (

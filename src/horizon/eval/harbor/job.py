@@ -42,6 +42,7 @@ from horizon.eval.reference.environment import ReferenceMissing, env_dir
 from horizon.eval.settings import Attempt, EvalSettings
 from horizon.eval.tasks.benchmark import Task
 from horizon.io import write_json, write_text
+from horizon.resources import asset
 
 log = logging.getLogger("horizon.eval.harbor")
 
@@ -105,6 +106,9 @@ def job_config(tasks: list[Task], settings: EvalSettings, model: str, toolchain:
     # removes the images it built once, at its end (job_images). Other environments: as Harbor does.
     docker = h.environment == "docker"
     environment = {**where, "delete": not docker, "kwargs": dict(h.environment_options)}
+    if docker:  # a trial's teardown without Docker's 10 s grace period (the asset says why); a list of
+        # the user's in job_options.environment.extra_docker_compose replaces this one
+        environment["extra_docker_compose"] = [str(asset("harbor/teardown.yaml"))]
     verifier: dict = {}
     if toolchain is not None:
         environment["mounts"] = [

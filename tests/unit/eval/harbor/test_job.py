@@ -1,7 +1,10 @@
 """The Harbor job a rollout job writes (eval.harness harbor): config from eval, resume or a fresh start,
 the Compose plugin, and the config checks that refuse what a Harbor job cannot run."""
 
+from pathlib import Path
+
 import pytest
+import yaml
 
 from horizon import config as hc
 from horizon.eval.harbor.job import HarborError, compose_env, job_config, prepare_job, remove_containers
@@ -44,6 +47,11 @@ def test_harbor_engine_job_config_from_eval(tmp_path):
     assert "base_url" not in agent and "api_base" not in kw  # the URL goes in the environment: resumable
     env = cfg["environment"]  # docker: the grader toolchain, read-only, on the verifier's PATH only
     assert not env["delete"]  # a trial keeps its task's image for the next; the job removes them at its end
+    # a trial's `compose down` without the 10 s grace period that Harbor's `sleep infinity` pid 1 waits out
+    (teardown,) = env["extra_docker_compose"]
+    assert yaml.safe_load(Path(teardown).read_text())["services"]["main"]["stop_grace_period"] == "0s"
+    mine = settings(harbor={"job_options": {"environment": {"extra_docker_compose": ["/my/a.yaml"]}}})
+    assert job_config(TASKS, mine, "horizon", None)["environment"]["extra_docker_compose"] == ["/my/a.yaml"]
     assert (
         env["type"] == "docker"
         and env["mounts"][0]["target"] == "/opt/horizon"
