@@ -57,7 +57,9 @@ def run_seed(workdir: Path, seed: int, cores: int) -> dict:
     with open(workdir / "snakemake.log", "w") as log:  # the repository's Snakefile, the seed's directory
         proc = subprocess.run(cmd, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
     if proc.returncode:
-        raise SystemExit(f"seed {seed}: snakemake failed (exit {proc.returncode}); see {workdir / 'snakemake.log'}")
+        raise SystemExit(
+            f"seed {seed}: snakemake failed (exit {proc.returncode}); see {workdir / 'snakemake.log'}"
+        )
     return {"seed": seed, "seconds": time.monotonic() - t0, **measure(workdir / "results")}
 
 
@@ -105,7 +107,9 @@ def main() -> int:
         f"max {diffs[-1]:+.1f} (baseline: K384's own mean {statistics.mean(r['success'][384] for r in runs):.1f})"
     )
     print(f"K192 success attempts over the seeds: {sorted(r['success'][192] for r in runs)}")
-    print(f"margin the demo test may assert (its seed must clear the smallest difference seen): {diffs[0]:+.1f}")
+    print(
+        f"margin the demo test may assert (its seed must clear the smallest difference seen): {diffs[0]:+.1f}"
+    )
     return 0
 
 
