@@ -15,7 +15,8 @@ Then every attempt's record and transcript equal the reference's except wall-clo
 timing, pytest's "in 0.02s"). The one thing two runs cannot share is the order in which two processes
 write to the terminal at once (`te x | wc -l > no/such` where both fail): such an attempt differs first
 in one observation after an identical conversation, where the same lines appear as another merge of
-the two processes' lines, each starting with its diagnostic ("bash: ...", "wc: ..."); if the model
+the two processes' lines, each starting with its diagnostic ("bash: ...", "wc: ..."), or with the other
+process's lines inside one of its lines (a diagnostic is written in pieces: "tail: wc: ..."); if the model
 then answered every later turn as in the reference, the attempt ended and was graded the same; if it
 took another path (it answered another screen), its outcome is another conversation's and is not
 compared (seen: max_episodes against parse_exhausted); at most MAX_INTERLEAVED attempts per run. The
