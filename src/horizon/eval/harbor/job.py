@@ -137,6 +137,13 @@ def job_config(tasks: list[Task], settings: EvalSettings, model: str, toolchain:
 # docker: compose plugin, containers of the job
 
 
+def _docker(env: dict, *args: str, timeout: float) -> subprocess.CompletedProcess:
+    """The docker CLI under the job's environment (compose_env: its Compose plugin), output as text."""
+    return subprocess.run(
+        ["docker", *args], env={**os.environ, **env}, capture_output=True, text=True, timeout=timeout
+    )
+
+
 def _compose_works(env: dict) -> bool:
     try:
         r = subprocess.run(["docker", "compose", "version"], env=env, capture_output=True, timeout=60)
@@ -181,18 +188,13 @@ HARBOR_IMAGES = "hb__*"  # the names Harbor's docker environment gives the task 
 def harbor_images(env: dict) -> set[str]:
     """The task images Harbor built that the daemon holds now (an empty set when docker cannot tell)."""
     try:
-        out = subprocess.run(
-            [
-                "docker",
-                "images",
-                "--filter",
-                f"reference={HARBOR_IMAGES}",
-                "--format",
-                "{{.Repository}}:{{.Tag}}",
-            ],
-            env={**os.environ, **env},
-            capture_output=True,
-            text=True,
+        out = _docker(
+            env,
+            "images",
+            "--filter",
+            f"reference={HARBOR_IMAGES}",
+            "--format",
+            "{{.Repository}}:{{.Tag}}",
             timeout=60,
         )
     except (OSError, subprocess.TimeoutExpired):
@@ -210,13 +212,7 @@ def job_images(env: dict) -> Iterator[None]:
     finally:
         built = sorted(harbor_images(env) - before)
         if built:
-            r = subprocess.run(
-                ["docker", "rmi", *built],
-                env={**os.environ, **env},
-                capture_output=True,
-                text=True,
-                timeout=600,
-            )
+            r = _docker(env, "rmi", *built, timeout=600)
             log.info(
                 "removed %d task image(s) the Harbor job built%s",
                 len(built),
@@ -236,13 +232,7 @@ def remove_containers(job_dir: Path, env: dict) -> int:
         return 0
     try:
         fmt = '{{.ID}} {{.Label "com.docker.compose.project"}}'
-        out = subprocess.run(
-            ["docker", "ps", "-a", "--format", fmt],
-            env={**os.environ, **env},
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        out = _docker(env, "ps", "-a", "--format", fmt, timeout=60)
     except (OSError, subprocess.TimeoutExpired):
         return 0
     prefixes = tuple(_project(d.name) + "__" for d in job_dir.iterdir() if d.is_dir())
@@ -252,9 +242,7 @@ def remove_containers(job_dir: Path, env: dict) -> int:
         if prefixes and project.startswith(prefixes)
     ]
     if stale:
-        subprocess.run(
-            ["docker", "rm", "-f", *stale], env={**os.environ, **env}, capture_output=True, timeout=300
-        )
+        _docker(env, "rm", "-f", *stale, timeout=300)
         log.warning("removed %d container(s) of Harbor job %s", len(stale), job_dir)
     return len(stale)
 
