@@ -16,8 +16,16 @@ import time
 from pathlib import Path
 
 
+def timing_dirs(root: Path) -> list[Path]:
+    """A run's benchmark folders: the study corpus's under results/, another teacher's under
+    results/sources/<name>/."""
+    return [root / "results" / "logs" / "timing", *sorted(root.glob("results/sources/*/logs/timing"))]
+
+
 def stage_times(timing_dirs: Path | list[Path]) -> dict[str, dict]:
-    """Per stage: jobs, summed job seconds, and wall span (first start to last finish)."""
+    """Per stage: jobs, summed job seconds, summed CPU seconds as Snakemake's benchmark sampled them
+    (processes that start and end between two samples are missed: a lower bound), and wall span
+    (first start to last finish)."""
     spans: dict[str, dict] = {}
     dirs = [timing_dirs] if isinstance(timing_dirs, Path) else timing_dirs
     for tsv in sorted(t for d in dirs for t in d.rglob("*.tsv")):
@@ -27,9 +35,12 @@ def stage_times(timing_dirs: Path | list[Path]) -> dict[str, dict]:
         if not rows:
             continue
         seconds, end = float(rows[0]["s"]), tsv.stat().st_mtime
-        d = spans.setdefault(stage, {"jobs": 0, "job_seconds": 0.0, "first": end - seconds, "last": end})
+        d = spans.setdefault(
+            stage, {"jobs": 0, "job_seconds": 0.0, "cpu_seconds": 0.0, "first": end - seconds, "last": end}
+        )
         d["jobs"] += 1
         d["job_seconds"] += seconds
+        d["cpu_seconds"] += float(rows[0]["cpu_time"] or 0)
         d["first"], d["last"] = min(d["first"], end - seconds), max(d["last"], end)
     return spans
 
@@ -83,8 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     table = root / "results" / "tables" / "reliability.md"
     print(f"\n{table}\n")
     print(table.read_text())
-    # the study's corpus logs under results/, another teacher's under results/sources/<name>/
-    spans = stage_times([root / "results" / "logs" / "timing", *root.glob("results/sources/*/logs/timing")])
+    spans = stage_times(timing_dirs(root))
     print(f"Wall time {wall / 60:.1f} min on {a.cores} cores; by stage (wall span, jobs, summed job time):")
     for stage, d in sorted(spans.items(), key=lambda kv: kv[1]["first"]):
         print(f"  {stage:8s} {d['last'] - d['first']:6.0f} s  {d['jobs']:3d} jobs  {d['job_seconds']:6.0f} s")
