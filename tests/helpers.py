@@ -213,7 +213,7 @@ def _chunks_of(lines: list[str], p: list[str], q: list[str]) -> bool:
             for who, pos, src in ((0, i, a), (1, j, b)):
                 if pos < len(src) and src[pos] == ch:
                     key, cost = (i + (who == 0), who), sw + (who != last)
-                    if cost <= MAX_CHUNK_SWITCHES + 1 and cost < nxt.get(key, cost + 1):
+                    if cost <= MAX_CHUNK_SWITCHES and cost < nxt.get(key, cost + 1):
                         nxt[key] = cost
         best = nxt
     return any(i == len(a) for i, _ in best)

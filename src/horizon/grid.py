@@ -273,7 +273,7 @@ class Grid:
 
     def priority(self, model: ModelName) -> int:
         """A training job's priority: a model that other training starts from (theta1, the DMPO policy)
-        is on a chain; any other training comes after the chains."""
+        is on a chain; then the other single-stage models, then the refinements."""
         feeds = {self.theta1} | ({self.dmpo.policy} if self.dmpo is not None else set())
         if model in feeds:
             return PRIORITY_CHAIN
