@@ -3,10 +3,10 @@
 transformers, the rollout code) and the grader toolchain it builds, against a bare Python start
 (the baseline) in the same run.
 
-  python bench/rollout_start.py [--runs 3]
+  python bench/rollout_start.py [--runs 3] [--jobs 20]
 
 Each figure is the median over --runs fresh processes (CPU of the child and everything it waited
-for, from getrusage). The demo runs 20 rollout jobs: 20 times these figures is what rollout jobs
+for, from getrusage). --jobs rollout jobs (the demo runs 20) times the start is what rollout jobs
 sharing one process would save (docs/performance.md, the demo).
 """
 
@@ -45,7 +45,9 @@ def child_cpu(code: str, workdir: str) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=3)
-    runs = ap.parse_args().runs
+    ap.add_argument("--jobs", type=int, default=20, help="rollout jobs of the run (the demo's: 20)")
+    a = ap.parse_args()
+    runs = a.runs
     medians = {}
     for name, code in CASES.items():
         times = []
@@ -60,7 +62,7 @@ def main() -> None:
     # the toolchain's run includes a python start and its own imports: count them once
     start = medians["imports"] + medians["grader toolchain"] - base
     print(
-        f"a rollout job's start, about {start:.1f} CPU-s; for the demo's 20 jobs about {20 * start:.0f} CPU-s"
+        f"a rollout job's start, about {start:.1f} CPU-s; for {a.jobs} jobs about {a.jobs * start:.0f} CPU-s"
     )
 
 
