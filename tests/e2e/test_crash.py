@@ -120,20 +120,25 @@ def run_until(workdir: Path, point: str, timeout: float = 900) -> dict | None:
     return None
 
 
+def started(log_text: str) -> list[tuple[str, int, int]]:
+    """The (task, attempt, try) of every attempt a rollout log says was started."""
+    found = re.findall(r"INFO horizon\.eval\.rollout: (\S+) attempt (\d+): started \(try (\d+)\)", log_text)
+    return [(t, int(a), int(n)) for t, a, n in found]
+
+
 def snapshot(d: Path) -> dict:
     """What a kill left: temporary shards, complete checkpoints, journaled score rows and attempts (with
     their transcripts), and the attempts the rollout logs say were started."""
     res = d / "results"
-    attempts, started = {}, {}
+    attempts, begun = {}, {}
     for partial in res.glob("rollouts/*/*/r*/attempts.partial.jsonl"):
         recs = [(line, json.loads(line)) for line in journaled(partial)]
         attempts[str(partial.parent.relative_to(d))] = {
             key(r): (line, (d / r["transcript"]).read_bytes()) for line, r in recs
         }
     for log in res.glob("logs/rollout/*/*/r*.log"):
-        found = re.findall(r"INFO horizon\.eval\.rollout: (\S+) attempt (\d+): started", log.read_text())
-        started[f"results/rollouts/{log.relative_to(res / 'logs/rollout').with_suffix('')}"] = {
-            (t, int(a)) for t, a in found
+        begun[f"results/rollouts/{log.relative_to(res / 'logs/rollout').with_suffix('')}"] = {
+            (t, a) for t, a, _ in started(log.read_text())
         }
     checkpoints = {}
     for state in res.glob("checkpoints/*/checkpoint-*/trainer_state.json"):
@@ -144,7 +149,7 @@ def snapshot(d: Path) -> dict:
         "checkpoints": checkpoints,
         "scored": {str(p.relative_to(d)): journaled(p) for p in res.glob("scores/*/.shard-*.partial.jsonl")},
         "attempts": attempts,
-        "started": started,
+        "started": begun,
     }
 
 
@@ -231,7 +236,8 @@ def check_rollouts(crash: Path, kills: dict) -> set:
         if done:
             assert f"resuming: {done} attempts recorded, {len(DEMO_TASKS) * 2 - done} to run" in text, rel
         else:
-            assert "resuming:" not in text and text.count(": started (try 1)") == len(DEMO_TASKS) * 2, rel
+            first = [(t, a) for t, a, n in started(text) if n == 1]
+            assert "resuming:" not in text and len(first) == len(set(first)) == len(DEMO_TASKS) * 2, rel
     return in_flight
 
 
