@@ -14,6 +14,9 @@ CORES   ?= 2
 DEMO_CONFIG ?= demo/config.yaml
 DEMO_ARGS ?=
 PYTEST_ARGS ?=
+# the tests on CORES workers (pytest-xdist); files stay whole, the slow ones start first (tests/conftest.py);
+# XDIST= runs them in one process
+XDIST   ?= -n $(CORES) --dist loadgroup --no-loadscope-reorder
 # the exact versions every test ran with; torch's pin is read from the same file
 CONSTRAINTS := envs/constraints.txt
 TORCH   := $(shell grep -E '^torch==' $(CONSTRAINTS))
@@ -82,10 +85,10 @@ demo-variants: demo
 
 # every engine must run here: a missing one fails its tests instead of skipping them
 test: setup engines refenv docs
-	HORIZON_REQUIRE_ENGINES=1 $(BIN)/python -m pytest --durations=25 $(PYTEST_ARGS)
+	HORIZON_REQUIRE_ENGINES=1 $(BIN)/python -m pytest --durations=25 $(XDIST) $(PYTEST_ARGS)
 
 check: setup lint docs
-	$(BIN)/python -m pytest -q -m "not engine and not slow" tests/unit tests/dag $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -m "not engine and not slow" $(XDIST) tests/unit tests/dag $(PYTEST_ARGS)
 
 lint: setup
 	$(BIN)/ruff check src tests bench workflow/scripts docs/hooks

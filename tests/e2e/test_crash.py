@@ -46,7 +46,7 @@ from horizon.report.metrics import read_attempts
 from tests.engine_fixtures import sandboxes_left, session_processes
 from tests.helpers import BIN, DEMO_TASKS, REPO, interleaved, snakemake, tiny_demo_config
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.slow(minutes=8)
 
 
 # every stage and kill point (two tokenize shards, training, scoring, a refinement, rollouts, every

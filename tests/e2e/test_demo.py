@@ -10,7 +10,7 @@ import yaml
 
 from tests.helpers import REPO, compile_latex, snakemake, write_config
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.slow(minutes=14)
 
 
 # success attempts (of 24, mean of 2 repeats) K=640 must beat K=384 by: `python bench/demo_effect.py

@@ -8,7 +8,7 @@ import pytest
 
 from tests.helpers import REPO, snakemake, tiny_demo_config
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.slow(minutes=4)
 
 # evaluated tasks and, apart from them, training tasks in the same style (demo/train-tasks)
 EVAL_TASKS = ["count-rows", "json-version", "sum-numbers", "word-count"]

@@ -11,7 +11,7 @@ import pytest
 
 from tests.helpers import REPO, snakemake
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.slow(minutes=4)
 
 OWN_TASKS = ["count-rows", "run-script", "fix-bug"]
 

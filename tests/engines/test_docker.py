@@ -20,7 +20,7 @@ from horizon.terminus import Command, render_response
 from tests.doubles.backends import ScriptedBackend
 from tests.helpers import FIXTURES, REPO
 
-pytestmark = [pytest.mark.engine, pytest.mark.slow]
+pytestmark = [pytest.mark.engine, pytest.mark.slow(minutes=2)]
 TEMPLATE = Template.load(REPO / "demo" / "prompt.yaml")
 
 

@@ -26,7 +26,7 @@ from tests.doubles.servers import FAKE_VLLM, scripted_answers
 from tests.engine_fixtures import ensure_debian_package, unavailable
 from tests.helpers import HARBOR_RUN_TASKS, REPO
 
-pytestmark = [pytest.mark.engine, pytest.mark.slow]
+pytestmark = [pytest.mark.engine, pytest.mark.slow(minutes=2)]
 
 JOB = r"""
 import json, logging, sys

@@ -12,7 +12,7 @@ from horizon.eval.oracle import run_one
 from horizon.eval.tasks.benchmark import load_harbor, load_tb1
 from tests.helpers import FIXTURES
 
-pytestmark = [pytest.mark.engine, pytest.mark.slow]
+pytestmark = [pytest.mark.engine, pytest.mark.slow(minutes=2)]
 PY313 = "ghcr.io/laude-institute/t-bench/python-3-13:20250620"  # a FROM image no registry serves here
 MAP = {"image_map": {PY313: "horizon-base:bookworm"}}
 

@@ -14,7 +14,7 @@ import pytest
 from tests.engine_fixtures import ensure_debian_package, ensure_root
 from tests.helpers import REPO, snakemake, tiny_demo_config
 
-pytestmark = [pytest.mark.engine, pytest.mark.slow]
+pytestmark = [pytest.mark.engine, pytest.mark.slow(minutes=4)]
 
 
 def _pid(path: Path) -> int | None:
