@@ -6,9 +6,8 @@ import pytest
 
 from tests.helpers import fixture_texts
 
-pytest_plugins = [
-    "tests.engine_fixtures"
-]  # real engines (bubblewrap, tmux, docker) for any test that needs them
+# real engines (bubblewrap, tmux, docker) for any test that needs them; the tests' groups on parallel workers
+pytest_plugins = ["tests.engine_fixtures", "tests.parallel"]
 
 # Offline: nothing in the tests may reach a hub.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -69,32 +68,3 @@ def tiny_corpus(tmp_path_factory):
     build_tiny(d / "traj.parquet", d / "student", TINY_BUILD, seed=0)
     tokenize_shard(d / "traj.parquet", d / "student", d / "tokens.parquet", 0, 1)
     return d
-
-
-# -- parallel runs (`make test` and `make check` run pytest-xdist with `--dist loadgroup`) ------------
-# Tests stay together by file (module fixtures train models once); every test of a daemon that the
-# tests start runs on one worker (one dockerd per worker would build the base image twice); the slow
-# groups go first, the longest (`slow(minutes=N)`, summed over a group's files) first of all, so that
-# a long file does not start last on one worker while the other idles.
-def xdist_group(item) -> str:
-    params = getattr(getattr(item, "callspec", None), "params", {})
-    fixtures = getattr(item, "fixturenames", ())
-    if "dockerd" in fixtures or "docker" in params.values():  # a `kind` param asks for dockerd at run time
-        return "docker"
-    if "slurm" in fixtures:
-        return "slurm"
-    return item.nodeid.split("::")[0]
-
-
-def pytest_collection_modifyitems(config, items):
-    groups = {item: xdist_group(item) for item in items}
-    minutes: dict[str, dict[str, float]] = {}  # group -> file -> declared minutes (0: slow, none declared)
-    for item in items:
-        item.add_marker(pytest.mark.xdist_group(groups[item]))
-        if mark := item.get_closest_marker("slow"):
-            per_file = minutes.setdefault(groups[item], {})
-            file = item.nodeid.split("::")[0]
-            per_file[file] = max(per_file.get(file, 0), mark.kwargs.get("minutes", 0))
-    weight = {group: sum(per_file.values()) for group, per_file in minutes.items()}
-    # stable: the order within a group is kept; groups with no slow test keep their collection order
-    items.sort(key=lambda item: (groups[item] not in weight, -weight.get(groups[item], 0)))

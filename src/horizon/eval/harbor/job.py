@@ -37,6 +37,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from horizon.eval.harbor.prebuilt import prebuilt_tasks
 from horizon.eval.harbor.results import HarborResultError, convert_job, drop_interrupted, read_json
 from horizon.eval.reference.environment import ReferenceMissing, env_dir
 from horizon.eval.settings import Attempt, EvalSettings
@@ -95,8 +96,15 @@ def _merge(base: dict, over: dict) -> dict:
     return out
 
 
-def job_config(tasks: list[Task], settings: EvalSettings, model: str, toolchain: Path | None) -> dict:
-    """Harbor's job config (`harbor job schema`) for one rollout job; paths are absolute."""
+def job_config(
+    tasks: list[Task],
+    settings: EvalSettings,
+    model: str,
+    toolchain: Path | None,
+    task_paths: list[str] | None = None,
+) -> dict:
+    """Harbor's job config (`harbor job schema`) for one rollout job; paths are absolute. `task_paths`:
+    the directories Harbor runs (views of the tasks, prebuilt.py), by default the tasks' own."""
     from horizon.eval.sandbox.toolchain import GRADER_ENV
 
     h = settings.harbor
@@ -128,7 +136,7 @@ def job_config(tasks: list[Task], settings: EvalSettings, model: str, toolchain:
         "environment": environment,
         "verifier": verifier,
         "agents": [agent],
-        "tasks": [{"path": str(Path(t.path).resolve())} for t in tasks],
+        "tasks": [{"path": str(Path(p).resolve())} for p in task_paths or [t.path for t in tasks]],
     }
     return _merge(cfg, dict(h.job_options))
 
@@ -401,14 +409,16 @@ def harbor_job(
     if docker:
         remove_containers(root / "job", env)  # left by a killed earlier run
     images = job_images(env) if docker else contextlib.nullcontext()
-    with images, endpoint(settings, model_dir, seed, out.parent) as (url, name):
-        cfg = job_config(tasks, settings, name, tools)
+    own = {t.path: t.id for t in tasks}
+    views = prebuilt_tasks(tasks, root, env) if docker else contextlib.nullcontext(own)
+    with images, views as paths, endpoint(settings, model_dir, seed, out.parent) as (url, name):
+        cfg = job_config(tasks, settings, name, tools, list(paths))
         argv = prepare_job(root, cfg, exe)
         total = settings.attempts * len(tasks)
         run_harbor(argv, {**env, "HOSTED_VLLM_API_BASE": url}, root, root / "harbor.log", root / "job", total)
     conv = convert_job(
         root / "job",
-        {t.path: t.id for t in tasks},
+        paths,
         settings.attempts,
         repeat,
         signatures,
