@@ -143,6 +143,16 @@ def stop_dockerd(proc) -> None:
         proc.kill()
 
 
+def dockerd_for(request):
+    """The tests' Docker daemon for a test whose parameter asks for docker at run time (getfixturevalue):
+    such a test must be in the `docker` group of parallel runs (tests/parallel.py), or a second worker
+    would start a second daemon."""
+    from tests.parallel import group_of
+
+    assert group_of(request.node) == "docker", f"{request.node.nodeid} uses dockerd outside the docker group"
+    return request.getfixturevalue("dockerd")
+
+
 @pytest.fixture(scope="session")
 def dockerd(tmp_path_factory):
     """A Docker daemon started by the tests (Debian's docker.io), with a base image built offline

@@ -67,7 +67,9 @@ def pytest_collection_modifyitems(config, items):
         os.replace(tmp, os.environ[GROUPS_FILE])  # every worker collects the same tests: same content
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's own, which would schedule by its broken groups
+@pytest.hookimpl(
+    tryfirst=True, optionalhook=True
+)  # before xdist's own, which would schedule by its broken groups
 def pytest_xdist_make_scheduler(config, log):
     if config.getoption("dist", "no") != "loadgroup" or not os.environ.get(GROUPS_FILE):
         return None

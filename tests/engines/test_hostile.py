@@ -27,6 +27,7 @@ from horizon.eval.attempt import LiveSandboxes, RunContext, run_attempt
 from horizon.eval.tasks.benchmark import load_harbor
 from horizon.terminus import Command, render_response
 from tests.doubles.backends import ScriptedBackend
+from tests.engine_fixtures import dockerd_for
 from tests.helpers import BIN, FIXTURES, REPO
 
 pytestmark = pytest.mark.engine
@@ -48,7 +49,7 @@ def ans(cmd=None, done=False, d=0.3):
 @pytest.fixture(params=["local", pytest.param("docker", marks=pytest.mark.slow)])
 def kind(request, tools):
     if request.param == "docker":
-        request.getfixturevalue("dockerd")
+        dockerd_for(request)
     return request.param
 
 

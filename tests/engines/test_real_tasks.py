@@ -10,6 +10,7 @@ import pytest
 
 from horizon.eval.oracle import run_one
 from horizon.eval.tasks.benchmark import load_harbor, load_tb1
+from tests.engine_fixtures import dockerd_for
 from tests.helpers import FIXTURES
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow(minutes=2)]
@@ -20,7 +21,7 @@ MAP = {"image_map": {PY313: "horizon-base:bookworm"}}
 @pytest.fixture(params=["local", "docker"])
 def sandbox(request, local_engine):
     if request.param == "docker":
-        request.getfixturevalue("dockerd")
+        dockerd_for(request)
     return request.param
 
 

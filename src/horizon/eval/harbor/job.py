@@ -190,35 +190,40 @@ def compose_env(harbor_env: Path, scratch: Path) -> dict:
     return env
 
 
-HARBOR_IMAGES = "hb__*"  # the names Harbor's docker environment gives the task images it builds
+HARBOR_IMAGES = (
+    "hb__*"  # the task images Harbor names itself (content-addressed) where its compose file uses it
+)
 
 
-def harbor_images(env: dict) -> set[str]:
-    """The task images Harbor built that the daemon holds now (an empty set when docker cannot tell)."""
+def images(env: dict, *filters: str) -> set[str]:
+    """The images the daemon holds now, as repository:tag (an empty set when docker cannot tell)."""
+    args = [a for f in filters for a in ("--filter", f)]
     try:
-        out = _docker(
-            env,
-            "images",
-            "--filter",
-            f"reference={HARBOR_IMAGES}",
-            "--format",
-            "{{.Repository}}:{{.Tag}}",
-            timeout=60,
-        )
+        out = _docker(env, "images", *args, "--format", "{{.Repository}}:{{.Tag}}", timeout=60)
     except (OSError, subprocess.TimeoutExpired):
         return set()
     return set(out.stdout.split()) if out.returncode == 0 else set()
 
 
+def trial_images(job_dir: Path, env: dict) -> set[str]:
+    """The images of the job's trials: Compose names the image a trial builds after the trial's project
+    (<trial>__env-main), one tag per trial (the same image while the task's build is cached)."""
+    if not job_dir.is_dir():
+        return set()
+    prefixes = tuple(_project(d.name) + "__" for d in job_dir.iterdir() if d.is_dir())
+    return {ref for ref in images(env) if prefixes and ref.startswith(prefixes)}
+
+
 @contextlib.contextmanager
-def job_images(env: dict) -> Iterator[None]:
-    """The task images built during the job are removed once, when it ends (however it ends). An image
-    another job's container still uses is left to it (docker refuses to remove it without force)."""
-    before = harbor_images(env)
+def job_images(env: dict, job_dir: Path) -> Iterator[None]:
+    """The task images the job's trials built are removed once, when it ends (however it ends): with
+    `delete: false` each trial leaves its tag. An image another job's container still uses is left to it
+    (docker refuses to remove it without force)."""
+    before = images(env, f"reference={HARBOR_IMAGES}")
     try:
         yield
     finally:
-        built = sorted(harbor_images(env) - before)
+        built = sorted((images(env, f"reference={HARBOR_IMAGES}") - before) | trial_images(job_dir, env))
         if built:
             r = _docker(env, "rmi", *built, timeout=600)
             log.info(
@@ -408,10 +413,12 @@ def harbor_job(
     tools = toolchain.build(root / "toolchain") if docker and settings.harbor.toolchain else None
     if docker:
         remove_containers(root / "job", env)  # left by a killed earlier run
-    images = job_images(env) if docker else contextlib.nullcontext()
+    built = job_images(env, root / "job") if docker else contextlib.nullcontext()
+    # Harbor's force_build would build at each trial anyway: then the tasks go to it as they are
+    force = (dict(settings.harbor.job_options).get("environment") or {}).get("force_build")
     own = {t.path: t.id for t in tasks}
-    views = prebuilt_tasks(tasks, root, env) if docker else contextlib.nullcontext(own)
-    with images, views as paths, endpoint(settings, model_dir, seed, out.parent) as (url, name):
+    views = prebuilt_tasks(tasks, root, env) if docker and not force else contextlib.nullcontext(own)
+    with built, views as paths, endpoint(settings, model_dir, seed, out.parent) as (url, name):
         cfg = job_config(tasks, settings, name, tools, list(paths))
         argv = prepare_job(root, cfg, exe)
         total = settings.attempts * len(tasks)

@@ -2,30 +2,45 @@
 The daemon is replaced here by a recorder (`_docker`); tests/engines/test_harbor_engine.py runs the
 real one, and bench/harbor_overhead.py compares the attempts."""
 
+import json
+import re
 import shutil
 import tomllib
 from pathlib import Path
 
 import pytest
 
-from horizon.eval.harbor import prebuilt
+from horizon.eval.harbor import job, prebuilt
 from horizon.eval.harbor.prebuilt import buildable, image_tag, prebuilt_tasks, with_image
 from horizon.eval.tasks.benchmark import load_benchmark
 from tests.helpers import HARBOR_RUN_TASKS
 
 
 class Daemon:
-    """Records the docker commands; `fail` names the tasks whose build fails."""
+    """Records the docker commands and holds the tags that `compose build` made (and `tags` given);
+    `fail` names the tasks whose build fails."""
 
-    def __init__(self, fail=()):
-        self.calls, self.fail = [], set(fail)
+    def __init__(self, fail=(), tags=()):
+        self.calls, self.fail, self.tags = [], set(fail), set(tags)
 
     def __call__(self, env, *args, timeout):
         self.calls.append(args)
-        bad = args[0] == "build" and Path(args[-1]).parent.name in self.fail
+        out, bad = "", False
+        if args[0] == "compose":
+            spec = json.loads(Path(args[args.index("-f") + 1]).read_text())["services"]["main"]
+            bad = Path(spec["build"]["context"]).parent.name in self.fail
+            if not bad:
+                self.tags.add(spec["image"])
+        elif args[0] == "images":
+            out = "\n".join(sorted(self.tags))
+        elif args[0] == "rmi":
+            self.tags -= set(args[1:])
         return type(
-            "R", (), {"returncode": 1 if bad else 0, "stdout": "", "stderr": "no base image" if bad else ""}
+            "R", (), {"returncode": int(bad), "stdout": out, "stderr": "no base image" if bad else ""}
         )
+
+    def ran(self, verb):
+        return [c for c in self.calls if verb in c]
 
 
 @pytest.fixture
@@ -36,6 +51,10 @@ def tasks(tmp_path):
     return found
 
 
+def by_name(tasks, name):
+    return next(t for t in tasks if Path(t.path).name == name)
+
+
 def test_a_view_names_the_jobs_image_and_the_users_task_is_untouched(tmp_path, tasks, monkeypatch):
     daemon = Daemon()
     monkeypatch.setattr(prebuilt, "_docker", daemon)
@@ -44,32 +63,51 @@ def test_a_view_names_the_jobs_image_and_the_users_task_is_untouched(tmp_path, t
     with prebuilt_tasks(tasks, root, {}) as paths:
         assert sorted(paths.values()) == sorted(t.id for t in tasks)
         for path, tid in paths.items():
-            view = Path(path)
-            assert (
-                view.parent == root / "tasks"
-                and view.name == Path(next(t.path for t in tasks if t.id == tid)).name
-            )
-            tag = tomllib.loads((view / "task.toml").read_text())["environment"]["docker_image"]
-            assert tag == image_tag(root, view)
-            original = Path(next(t.path for t in tasks if t.id == tid))
+            view, original = Path(path), Path(next(t.path for t in tasks if t.id == tid))
+            assert view.parent == root / "tasks" and view.name == original.name
+            config = tomllib.loads((view / "task.toml").read_text())
+            assert config["environment"]["docker_image"] == image_tag(root, original.resolve())
+            assert config["environment"]["cpus"] == 1  # the rest of task.toml kept
             # every other file is the task's own (linked where the filesystem allows)
             assert (view / "tests/test.sh").read_bytes() == (original / "tests/test.sh").read_bytes()
-            assert (
-                tomllib.loads((view / "task.toml").read_text())["environment"]["cpus"] == 1
-            )  # the rest kept
-        assert [c[0] for c in daemon.calls] == ["build", "build"]
+        assert len(daemon.ran("build")) == 2 and len(daemon.tags) == 2  # through Compose: Harbor's builder
     assert {t.id: (Path(t.path) / "task.toml").read_bytes() for t in tasks} == before  # never written through
-    assert daemon.calls[-1][0] == "rmi" and len(daemon.calls[-1]) == 3  # both images removed at the end
+    assert daemon.ran("rmi") and daemon.tags == set()  # both images removed at the end
 
 
 def test_a_task_whose_build_fails_here_goes_to_harbor_as_it_is(tmp_path, tasks, monkeypatch):
     daemon = Daemon(fail={"greet"})
     monkeypatch.setattr(prebuilt, "_docker", daemon)
     with prebuilt_tasks(tasks, tmp_path / "job", {}) as paths:
-        by_id = {tid: Path(p) for p, tid in paths.items()}
-    greet = next(t for t in tasks if Path(t.path).name == "greet")
-    assert by_id[greet.id] == Path(greet.path).resolve()  # Harbor builds it at each trial, and says why
-    assert daemon.calls[-1] == ("rmi", image_tag(tmp_path / "job", Path("count-words")))
+        greet = by_name(tasks, "greet")
+        assert paths[str(Path(greet.path).resolve())] == greet.id  # Harbor builds it at each trial
+    built = image_tag(tmp_path / "job", Path(by_name(tasks, "count-words").path).resolve())
+    assert daemon.ran("rmi") == [("rmi", built)]  # only what was built is removed
+
+
+def test_a_task_that_cannot_be_viewed_goes_to_harbor_as_it_is(tmp_path, tasks, monkeypatch):
+    monkeypatch.setattr(prebuilt, "_docker", Daemon())
+    greet = by_name(tasks, "greet")
+    (Path(greet.path) / "tests" / "gone").symlink_to(tmp_path / "nowhere")  # a dangling link
+    with prebuilt_tasks(tasks, tmp_path / "job", {}) as paths:
+        assert paths[str(Path(greet.path).resolve())] == greet.id
+    assert not (tmp_path / "job" / "tasks" / "greet").exists()
+
+
+def test_a_resumed_job_keeps_each_tasks_first_choice(tmp_path, tasks, monkeypatch):
+    """Another task directory in the config would start the job afresh (its finished trials set aside)."""
+    root = tmp_path / "job"
+    monkeypatch.setattr(prebuilt, "_docker", Daemon(fail={"greet"}))
+    with prebuilt_tasks(tasks, root, {}) as first:
+        (root / "job").mkdir()  # the Harbor job, killed before it ended
+        (root / "job.json").write_text(json.dumps({"tasks": [{"path": p} for p in first]}))
+    monkeypatch.setattr(prebuilt, "_docker", Daemon())  # greet would build now: it stays as it was
+    with prebuilt_tasks(tasks, root, {}) as again:
+        assert again == first
+    monkeypatch.setattr(prebuilt, "_docker", Daemon(fail={"greet", "count-words"}))
+    with pytest.raises(prebuilt.PrebuildError, match="count-words.*started it from its image"):
+        with prebuilt_tasks(tasks, root, {}):
+            pass
 
 
 def test_tasks_harbor_must_build_itself(tmp_path):
@@ -106,10 +144,37 @@ def test_the_image_goes_into_task_toml_or_the_task_is_left_alone(toml, ok):
     assert parsed == {**before, "environment": before.get("environment", {})}
 
 
-def test_two_jobs_tag_their_images_apart_and_docker_accepts_the_names(tmp_path):
+def test_two_jobs_and_two_tasks_tag_their_images_apart_in_names_docker_accepts(tmp_path):
     a, b = (
-        image_tag(tmp_path / "m1/r0/harbor", Path("Fix_Git")),
-        image_tag(tmp_path / "m1/r1/harbor", Path("Fix_Git")),
+        image_tag(tmp_path / "r0/harbor", Path("Fix_Git")),
+        image_tag(tmp_path / "r1/harbor", Path("Fix_Git")),
     )
-    assert a != b and a.startswith(f"{prebuilt.REPOSITORY}:") and a.endswith("-fix_git")
-    assert image_tag(tmp_path / "j", Path(".hidden")).endswith("-hidden")
+    assert a != b and a.startswith(f"{prebuilt.REPOSITORY}:") and "-fix_git-" in a
+    assert image_tag(tmp_path / "j", Path("Foo")) != image_tag(tmp_path / "j", Path("foo"))  # one tag each
+    assert image_tag(tmp_path / "j", Path("a b")) != image_tag(tmp_path / "j", Path("a-b"))
+    tag = image_tag(tmp_path / "j", Path(".hidden" + "x" * 200)).split(":", 1)[1]
+    assert re.fullmatch(r"[a-z0-9_][a-z0-9_.-]{0,127}", tag)  # Docker's grammar of a tag
+
+
+def test_the_images_the_jobs_trials_built_are_removed_and_no_others(tmp_path, monkeypatch):
+    """With `delete: false` every trial that builds leaves a tag Compose names after its project."""
+    (tmp_path / "job" / "greet__AbC").mkdir(parents=True)  # a trial of this job
+    daemon = Daemon(tags={"greet__abc__env-main:latest", "greet__xyz__env-main:latest", "python:3.12"})
+    monkeypatch.setattr(job, "_docker", daemon)
+    with job.job_images({}, tmp_path / "job"):
+        daemon.tags.add("hb__count-words:1")  # a name Harbor gives its own build, made during the job
+    assert daemon.tags == {"greet__xyz__env-main:latest", "python:3.12"}  # another job's trial, not ours
+
+
+def test_a_view_holds_what_a_relative_link_out_of_the_task_points_to(tmp_path, tasks, monkeypatch):
+    monkeypatch.setattr(prebuilt, "_docker", Daemon())
+    greet = Path(by_name(tasks, "greet").path)
+    (tmp_path / "shared.txt").write_text("data the task links to\n")
+    (greet / "tests" / "shared.txt").symlink_to(Path("../../../shared.txt"))
+    assert (greet / "tests" / "shared.txt").read_text() == "data the task links to\n"
+    with prebuilt_tasks(tasks, tmp_path / "job", {}) as paths:
+        view = next(Path(p) for p, tid in paths.items() if Path(p).name == "greet")
+        assert (
+            view != greet.resolve()
+            and (view / "tests" / "shared.txt").read_text() == "data the task links to\n"
+        )
