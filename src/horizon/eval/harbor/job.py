@@ -37,7 +37,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from horizon.eval.harbor.prebuilt import prebuilt_tasks
+from horizon.eval.harbor.prebuilt import _docker, prebuilt_tasks
 from horizon.eval.harbor.results import HarborResultError, convert_job, drop_interrupted, read_json
 from horizon.eval.reference.environment import ReferenceMissing, env_dir
 from horizon.eval.settings import Attempt, EvalSettings
@@ -143,13 +143,6 @@ def job_config(
 
 # ---------------------------------------------------------------------------------------------
 # docker: compose plugin, containers of the job
-
-
-def _docker(env: dict, *args: str, timeout: float) -> subprocess.CompletedProcess:
-    """The docker CLI under the job's environment (compose_env: its Compose plugin), output as text."""
-    return subprocess.run(
-        ["docker", *args], env={**os.environ, **env}, capture_output=True, text=True, timeout=timeout
-    )
 
 
 def _compose_works(env: dict) -> bool:

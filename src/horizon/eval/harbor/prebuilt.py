@@ -47,6 +47,7 @@ class PrebuildError(RuntimeError):
 
 
 def _docker(env: dict, *args: str, timeout: float) -> subprocess.CompletedProcess:
+    """The docker CLI under the job's environment (job.compose_env: its Compose plugin), output as text."""
     return subprocess.run(
         ["docker", *args], env={**os.environ, **env}, capture_output=True, text=True, timeout=timeout
     )
