@@ -37,7 +37,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from horizon.eval.harbor.prebuilt import _docker, prebuilt_tasks
+from horizon.eval.harbor.prebuilt import docker_cli, prebuilt_tasks
 from horizon.eval.harbor.results import HarborResultError, convert_job, drop_interrupted, read_json
 from horizon.eval.reference.environment import ReferenceMissing, env_dir
 from horizon.eval.settings import Attempt, EvalSettings
@@ -192,7 +192,7 @@ def images(env: dict, *filters: str) -> set[str]:
     """The images the daemon holds now, as repository:tag (an empty set when docker cannot tell)."""
     args = [a for f in filters for a in ("--filter", f)]
     try:
-        out = _docker(env, "images", *args, "--format", "{{.Repository}}:{{.Tag}}", timeout=60)
+        out = docker_cli(env, "images", *args, "--format", "{{.Repository}}:{{.Tag}}", timeout=60)
     except (OSError, subprocess.TimeoutExpired):
         return set()
     return set(out.stdout.split()) if out.returncode == 0 else set()
@@ -218,7 +218,7 @@ def job_images(env: dict, job_dir: Path) -> Iterator[None]:
     finally:
         built = sorted((images(env, f"reference={HARBOR_IMAGES}") - before) | trial_images(job_dir, env))
         if built:
-            r = _docker(env, "rmi", *built, timeout=600)
+            r = docker_cli(env, "rmi", *built, timeout=600)
             log.info(
                 "removed %d task image(s) the Harbor job built%s",
                 len(built),
@@ -238,7 +238,7 @@ def remove_containers(job_dir: Path, env: dict) -> int:
         return 0
     try:
         fmt = '{{.ID}} {{.Label "com.docker.compose.project"}}'
-        out = _docker(env, "ps", "-a", "--format", fmt, timeout=60)
+        out = docker_cli(env, "ps", "-a", "--format", fmt, timeout=60)
     except (OSError, subprocess.TimeoutExpired):
         return 0
     prefixes = tuple(_project(d.name) + "__" for d in job_dir.iterdir() if d.is_dir())
@@ -248,7 +248,7 @@ def remove_containers(job_dir: Path, env: dict) -> int:
         if prefixes and project.startswith(prefixes)
     ]
     if stale:
-        _docker(env, "rm", "-f", *stale, timeout=300)
+        docker_cli(env, "rm", "-f", *stale, timeout=300)
         log.warning("removed %d container(s) of Harbor job %s", len(stale), job_dir)
     return len(stale)
 

@@ -46,7 +46,7 @@ class PrebuildError(RuntimeError):
     """A task that a resumed Harbor job started from its image no longer builds."""
 
 
-def _docker(env: dict, *args: str, timeout: float) -> subprocess.CompletedProcess:
+def docker_cli(env: dict, *args: str, timeout: float) -> subprocess.CompletedProcess:
     """The docker CLI under the job's environment (job.compose_env: its Compose plugin), output as text."""
     return subprocess.run(
         ["docker", *args], env={**os.environ, **env}, capture_output=True, text=True, timeout=timeout
@@ -134,7 +134,7 @@ def build(env: dict, t: Task, tag: str, compose_dir: Path) -> str | None:
     )
     argv = ["compose", "-p", f"horizon-prebuild-{_key(tag)}", "-f", str(spec), "build"]
     try:
-        r = _docker(env, *argv, timeout=t.build_timeout)
+        r = docker_cli(env, *argv, timeout=t.build_timeout)
     except subprocess.TimeoutExpired:
         return f"did not build within the task's build_timeout_sec ({t.build_timeout:g} s)"
     return None if r.returncode == 0 else (r.stderr or r.stdout).strip()[-300:]
@@ -183,7 +183,7 @@ def prebuilt_tasks(tasks: list[Task], root: Path, env: dict) -> Iterator[dict[st
     finally:
         tags = {image_tag(root, Path(t.path).resolve()) for t in tasks}
         fmt = "{{.Repository}}:{{.Tag}}"
-        have = _docker(env, "images", "--filter", f"reference={REPOSITORY}", "--format", fmt, timeout=60)
+        have = docker_cli(env, "images", "--filter", f"reference={REPOSITORY}", "--format", fmt, timeout=60)
         built = sorted(tags & set(have.stdout.split())) if have.returncode == 0 else []
-        if built and (r := _docker(env, "rmi", *built, timeout=600)).returncode != 0:
+        if built and (r := docker_cli(env, "rmi", *built, timeout=600)).returncode != 0:
             log.warning("task images not removed: %s", r.stderr.strip()[-300:])

@@ -1,5 +1,5 @@
 """Docker under Harbor: the task images a job builds once, and the views of the tasks that name them.
-The daemon is replaced here by a recorder (`_docker`); tests/engines/test_harbor_engine.py runs the
+The daemon is replaced here by a recorder (`docker_cli`); tests/engines/test_harbor_engine.py runs the
 real one, and bench/harbor_overhead.py compares the attempts."""
 
 import json
@@ -57,7 +57,7 @@ def by_name(tasks, name):
 
 def test_a_view_names_the_jobs_image_and_the_users_task_is_untouched(tmp_path, tasks, monkeypatch):
     daemon = Daemon()
-    monkeypatch.setattr(prebuilt, "_docker", daemon)
+    monkeypatch.setattr(prebuilt, "docker_cli", daemon)
     before = {t.id: (Path(t.path) / "task.toml").read_bytes() for t in tasks}
     root = tmp_path / "job"
     with prebuilt_tasks(tasks, root, {}) as paths:
@@ -77,7 +77,7 @@ def test_a_view_names_the_jobs_image_and_the_users_task_is_untouched(tmp_path, t
 
 def test_a_task_whose_build_fails_here_goes_to_harbor_as_it_is(tmp_path, tasks, monkeypatch):
     daemon = Daemon(fail={"greet"})
-    monkeypatch.setattr(prebuilt, "_docker", daemon)
+    monkeypatch.setattr(prebuilt, "docker_cli", daemon)
     with prebuilt_tasks(tasks, tmp_path / "job", {}) as paths:
         greet = by_name(tasks, "greet")
         assert paths[str(Path(greet.path).resolve())] == greet.id  # Harbor builds it at each trial
@@ -86,7 +86,7 @@ def test_a_task_whose_build_fails_here_goes_to_harbor_as_it_is(tmp_path, tasks, 
 
 
 def test_a_task_that_cannot_be_viewed_goes_to_harbor_as_it_is(tmp_path, tasks, monkeypatch):
-    monkeypatch.setattr(prebuilt, "_docker", Daemon())
+    monkeypatch.setattr(prebuilt, "docker_cli", Daemon())
     greet = by_name(tasks, "greet")
     (Path(greet.path) / "tests" / "gone").symlink_to(tmp_path / "nowhere")  # a dangling link
     with prebuilt_tasks(tasks, tmp_path / "job", {}) as paths:
@@ -97,14 +97,14 @@ def test_a_task_that_cannot_be_viewed_goes_to_harbor_as_it_is(tmp_path, tasks, m
 def test_a_resumed_job_keeps_each_tasks_first_choice(tmp_path, tasks, monkeypatch):
     """Another task directory in the config would start the job afresh (its finished trials set aside)."""
     root = tmp_path / "job"
-    monkeypatch.setattr(prebuilt, "_docker", Daemon(fail={"greet"}))
+    monkeypatch.setattr(prebuilt, "docker_cli", Daemon(fail={"greet"}))
     with prebuilt_tasks(tasks, root, {}) as first:
         (root / "job").mkdir()  # the Harbor job, killed before it ended
         (root / "job.json").write_text(json.dumps({"tasks": [{"path": p} for p in first]}))
-    monkeypatch.setattr(prebuilt, "_docker", Daemon())  # greet would build now: it stays as it was
+    monkeypatch.setattr(prebuilt, "docker_cli", Daemon())  # greet would build now: it stays as it was
     with prebuilt_tasks(tasks, root, {}) as again:
         assert again == first
-    monkeypatch.setattr(prebuilt, "_docker", Daemon(fail={"greet", "count-words"}))
+    monkeypatch.setattr(prebuilt, "docker_cli", Daemon(fail={"greet", "count-words"}))
     with pytest.raises(prebuilt.PrebuildError, match="count-words.*started it from its image"):
         with prebuilt_tasks(tasks, root, {}):
             pass
@@ -160,14 +160,14 @@ def test_the_images_the_jobs_trials_built_are_removed_and_no_others(tmp_path, mo
     """With `delete: false` every trial that builds leaves a tag Compose names after its project."""
     (tmp_path / "job" / "greet__AbC").mkdir(parents=True)  # a trial of this job
     daemon = Daemon(tags={"greet__abc__env-main:latest", "greet__xyz__env-main:latest", "python:3.12"})
-    monkeypatch.setattr(job, "_docker", daemon)
+    monkeypatch.setattr(job, "docker_cli", daemon)
     with job.job_images({}, tmp_path / "job"):
         daemon.tags.add("hb__count-words:1")  # a name Harbor gives its own build, made during the job
     assert daemon.tags == {"greet__xyz__env-main:latest", "python:3.12"}  # another job's trial, not ours
 
 
 def test_a_view_holds_what_a_relative_link_out_of_the_task_points_to(tmp_path, tasks, monkeypatch):
-    monkeypatch.setattr(prebuilt, "_docker", Daemon())
+    monkeypatch.setattr(prebuilt, "docker_cli", Daemon())
     greet = Path(by_name(tasks, "greet").path)
     (tmp_path / "shared.txt").write_text("data the task links to\n")
     (greet / "tests" / "shared.txt").symlink_to(Path("../../../shared.txt"))
