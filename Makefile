@@ -14,7 +14,7 @@ CORES   ?= 2
 DEMO_CONFIG ?= demo/config.yaml
 DEMO_ARGS ?=
 PYTEST_ARGS ?=
-# the tests on CORES workers (pytest-xdist); files stay whole, the slow ones start first (tests/conftest.py);
+# the tests on CORES workers (pytest-xdist); files stay whole, the slow ones start first (tests/parallel.py);
 # XDIST= runs them in one process
 XDIST   ?= -n $(CORES) --dist loadgroup --no-loadscope-reorder
 # the exact versions every test ran with; torch's pin is read from the same file

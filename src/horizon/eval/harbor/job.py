@@ -37,7 +37,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from horizon.eval.harbor.prebuilt import docker_cli, prebuilt_tasks
+from horizon.eval.harbor.prebuilt import docker_cli, images, prebuilt_tasks
 from horizon.eval.harbor.results import HarborResultError, convert_job, drop_interrupted, read_json
 from horizon.eval.reference.environment import ReferenceMissing, env_dir
 from horizon.eval.settings import Attempt, EvalSettings
@@ -183,19 +183,13 @@ def compose_env(harbor_env: Path, scratch: Path) -> dict:
     return env
 
 
-HARBOR_IMAGES = (
-    "hb__*"  # the task images Harbor names itself (content-addressed) where its compose file uses it
-)
+# the task images Harbor names itself (content-addressed), where its compose file uses that name
+HARBOR_IMAGES = "hb__*"
 
 
-def images(env: dict, *filters: str) -> set[str]:
-    """The images the daemon holds now, as repository:tag (an empty set when docker cannot tell)."""
-    args = [a for f in filters for a in ("--filter", f)]
-    try:
-        out = docker_cli(env, "images", *args, "--format", "{{.Repository}}:{{.Tag}}", timeout=60)
-    except (OSError, subprocess.TimeoutExpired):
-        return set()
-    return set(out.stdout.split()) if out.returncode == 0 else set()
+def _trial_prefixes(job_dir: Path) -> tuple[str, ...]:
+    """What the Compose projects of the job's trials start with (<trial>__env, <trial>__verifier...)."""
+    return tuple(_project(d.name) + "__" for d in job_dir.iterdir() if d.is_dir())
 
 
 def trial_images(job_dir: Path, env: dict) -> set[str]:
@@ -203,7 +197,7 @@ def trial_images(job_dir: Path, env: dict) -> set[str]:
     (<trial>__env-main), one tag per trial (the same image while the task's build is cached)."""
     if not job_dir.is_dir():
         return set()
-    prefixes = tuple(_project(d.name) + "__" for d in job_dir.iterdir() if d.is_dir())
+    prefixes = _trial_prefixes(job_dir)
     return {ref for ref in images(env) if prefixes and ref.startswith(prefixes)}
 
 
@@ -241,7 +235,7 @@ def remove_containers(job_dir: Path, env: dict) -> int:
         out = docker_cli(env, "ps", "-a", "--format", fmt, timeout=60)
     except (OSError, subprocess.TimeoutExpired):
         return 0
-    prefixes = tuple(_project(d.name) + "__" for d in job_dir.iterdir() if d.is_dir())
+    prefixes = _trial_prefixes(job_dir)
     stale = [
         cid
         for cid, _, project in (line.partition(" ") for line in out.stdout.splitlines())

@@ -53,6 +53,16 @@ def docker_cli(env: dict, *args: str, timeout: float) -> subprocess.CompletedPro
     )
 
 
+def images(env: dict, *filters: str) -> set[str]:
+    """The images the daemon holds now, as repository:tag (an empty set when docker cannot tell)."""
+    args = [a for f in filters for a in ("--filter", f)]
+    try:
+        out = docker_cli(env, "images", *args, "--format", "{{.Repository}}:{{.Tag}}", timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return set()
+    return set(out.stdout.split()) if out.returncode == 0 else set()
+
+
 def _key(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
@@ -182,8 +192,6 @@ def prebuilt_tasks(tasks: list[Task], root: Path, env: dict) -> Iterator[dict[st
         yield paths
     finally:
         tags = {image_tag(root, Path(t.path).resolve()) for t in tasks}
-        fmt = "{{.Repository}}:{{.Tag}}"
-        have = docker_cli(env, "images", "--filter", f"reference={REPOSITORY}", "--format", fmt, timeout=60)
-        built = sorted(tags & set(have.stdout.split())) if have.returncode == 0 else []
+        built = sorted(tags & images(env, f"reference={REPOSITORY}"))
         if built and (r := docker_cli(env, "rmi", *built, timeout=600)).returncode != 0:
             log.warning("task images not removed: %s", r.stderr.strip()[-300:])

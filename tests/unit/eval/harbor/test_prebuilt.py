@@ -160,7 +160,8 @@ def test_the_images_the_jobs_trials_built_are_removed_and_no_others(tmp_path, mo
     """With `delete: false` every trial that builds leaves a tag Compose names after its project."""
     (tmp_path / "job" / "greet__AbC").mkdir(parents=True)  # a trial of this job
     daemon = Daemon(tags={"greet__abc__env-main:latest", "greet__xyz__env-main:latest", "python:3.12"})
-    monkeypatch.setattr(job, "docker_cli", daemon)
+    monkeypatch.setattr(job, "docker_cli", daemon)  # rmi
+    monkeypatch.setattr(prebuilt, "docker_cli", daemon)  # images (prebuilt.images)
     with job.job_images({}, tmp_path / "job"):
         daemon.tags.add("hb__count-words:1")  # a name Harbor gives its own build, made during the job
     assert daemon.tags == {"greet__xyz__env-main:latest", "python:3.12"}  # another job's trial, not ours
