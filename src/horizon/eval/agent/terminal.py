@@ -48,12 +48,14 @@ SCREEN_FORM = "{screen}"
 NEW_FORM = "{output}"
 MARKER = "\n[... {omitted} of {limit} ...]\n"
 IDLE_POLL = 0.05  # s between two looks at the pane when waiting for it to be idle
-# one look at the pane: its process id, the stat line of every process of the sandbox, a line "-", the
-# whole history
+# one look at the pane: the stat line of every process of the sandbox (read by the shell's builtins),
+# a line "-", the whole history. Two programs per look (the shell and one tmux client), which a wait
+# runs every IDLE_POLL s: the pane's process id is asked once (PANE), not at every look.
 LOOK = (
-    'p=$(tmux display-message -p -t "$0" "#{pane_pid}") || exit 1; echo "$p"; '
-    'cat /proc/[0-9]*/stat 2>/dev/null; echo -; tmux capture-pane -p -S - -t "$0"'
+    '{ for f in /proc/[0-9]*/stat; do read -r l < "$f" && printf "%s\\n" "$l"; done; } 2>/dev/null; '
+    'echo -; tmux capture-pane -p -S - -t "$0"'
 )
+PANE = ("display-message", "-p", "-t", SESSION, "#{pane_pid}")
 
 
 class TerminalLost(RuntimeError):
@@ -105,6 +107,7 @@ class Terminal:
         self.width, self.height = width, height
         self.workdir = workdir or getattr(sandbox, "workdir", None) or "/app"  # the task's working directory
         self._previous: str | None = None
+        self._pane: str | None = None  # the pane's process id (the same for the pane's life)
 
     def _tmux(self, *args: str, timeout: float = 20) -> str:
         r = self.sb.exec(["tmux", *args], timeout=timeout, cwd=self.workdir)
@@ -251,16 +254,20 @@ class Terminal:
         head, sep, text = r.stdout.partition("\n-\n")
         if r.rc != 0 or not sep:
             return None
-        pane, *stats = head.splitlines()
         procs = {}  # pid: (state, process group, the terminal's foreground group)
-        for line in stats:
+        for line in head.splitlines():
             pid, _, rest = line.partition(" (")
             f = rest.rpartition(")")[2].split()
             if len(f) > 5:
                 procs[pid] = (f[0], f[2], f[5])
-        if pane not in procs:
-            return None
-        foreground = procs[pane][2]
+        if self._pane not in procs:  # the first look, or the agent replaced the pane's process
+            try:
+                self._pane = self._tmux(*PANE).strip()
+            except (TerminalLost, SandboxError):
+                return None
+            if self._pane not in procs:
+                return None
+        foreground = procs[self._pane][2]
         group = [state for state, pgrp, _ in procs.values() if pgrp == foreground]
         return bool(group) and all(state == "S" for state in group), text
 

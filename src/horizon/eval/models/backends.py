@@ -100,17 +100,16 @@ class TransformersBackend(_Serialized):
         batching: bool = True,
     ):
         import torch
-        from transformers import AutoModelForCausalLM
 
         super().__init__(tokenizer_dir)
-        self.torch = torch
+        self.torch, self.model_dir = torch, str(model_dir)
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-        dtype = torch.bfloat16 if self.device.startswith("cuda") else torch.float32
-        self.model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=dtype).to(self.device).eval()
+        self.dtype = torch.bfloat16 if self.device.startswith("cuda") else torch.float32
         self.temperature, self.top_p = temperature, top_p
         self.kv_cache = kv_cache
         self.lock = threading.Lock()
         self.batcher = None
+        self.model = None
         self.generate_stats = {"calls": 0, "cpu_seconds": 0.0}
         if (kv_cache or batching) and self.device != "cpu":
             log.warning(
@@ -118,13 +117,33 @@ class TransformersBackend(_Serialized):
                 "one generate() per episode"
             )
         elif kv_cache or batching:
-            from horizon.eval.models.batching import Batcher
-
-            try:
-                self.batcher = Batcher(self.model, self.im_end, batching=batching)
-            except ValueError as e:  # the same outputs, only slower: say so and go on
-                log.warning("%s: eval.kv_cache/eval.batching ignored, one generate() per episode", e)
+            self.batcher = self._make_batcher(batching)
+        if self.batcher is None and self.model is None:
+            self.model = self._load_model()
         self.sessions = threading.local()
+
+    def _load_model(self):
+        from transformers import AutoModelForCausalLM
+
+        return AutoModelForCausalLM.from_pretrained(self.model_dir, dtype=self.dtype).to(self.device).eval()
+
+    def _make_batcher(self, batching: bool):
+        """The generation engine over the checkpoint's weights, read without transformers' modeling code
+        where the reader covers the checkpoint (a plain Qwen3), else from the transformers model; None
+        (one generate() per episode) where the engine cannot run the model or this machine."""
+        from horizon.eval.models.batching import Batcher
+        from horizon.eval.models.kvstep import Qwen3Step, decoder_of_checkpoint
+
+        try:
+            decoder = decoder_of_checkpoint(self.model_dir, self.dtype)
+            if decoder is None:
+                self.model = self._load_model()
+            return Batcher(
+                Qwen3Step(decoder if decoder is not None else self.model), self.im_end, batching=batching
+            )
+        except ValueError as e:  # the same outputs, only slower: say so and go on
+            log.warning("%s: eval.kv_cache/eval.batching ignored, one generate() per episode", e)
+            return None
 
     def complete(self, messages, seed, max_tokens, timeout=None) -> Completion:
         """`timeout` is not applied in process: cutting a generation by the clock would make it irreproducible."""

@@ -115,10 +115,11 @@ class Batcher:
     """
 
     def __init__(self, model, eos_token_id: int, batching: bool = True):
+        """`model`: a Qwen3Step, or a transformers model to build one from (ValueError: not a model it runs)."""
         import torch
 
         self.torch = torch
-        self.step_fn = Qwen3Step(model)  # raises for a model it cannot run
+        self.step_fn = model if isinstance(model, Qwen3Step) else Qwen3Step(model)
         self.pool, self.device = self.step_fn.pool, self.step_fn.pool.device
         self.per_kv = self.step_fn.heads // self.step_fn.kv
         self.eos, self.batching = eos_token_id, batching

@@ -19,7 +19,10 @@ backend uses the batcher on CPU only.
 
 The decoder is run by hand from the checkpoint's weights, with the operations of transformers' Qwen3
 modules (tested against its forward, and greedy and sampled answers against `generate`), without their
-per-call machinery, which costs more than the arithmetic of a small model's decoding step.
+per-call machinery, which costs more than the arithmetic of a small model's decoding step. The weights
+come straight from the checkpoint's files where `decoder_of_checkpoint` covers it (a plain Qwen3: a
+rollout job then never imports transformers' modeling code), else from a loaded transformers model;
+both give the same bits (test_batching.py).
 """
 
 from __future__ import annotations
@@ -184,65 +187,204 @@ def attend(torch, q, layer: int, pool: KVPool, g: Group, scaling: float):
     return o.reshape(s_ * t, n_heads * d)
 
 
-class Qwen3Step:
-    """The decoder of a transformers Qwen3ForCausalLM, one batcher step at a time."""
+@dataclass
+class Decoder:
+    """What a step reads of a Qwen3 decoder: its shape, its weights (q/k/v and gate/up each fused into one
+    matrix: fewer calls) and its rotary tables' source, `rotary(x, positions) -> (cos, sin)` as
+    transformers' Qwen3RotaryEmbedding.forward."""
 
-    def __init__(self, model):
+    heads: int
+    kv: int
+    head_dim: int
+    eps: float
+    embed: object
+    norm: object
+    head: object  # the LM head's weight (the embedding's when tied)
+    layers: list[dict]
+    rotary: object
+    owner: object = None  # what holds the weights (a transformers model), kept alive with the step
+
+
+# the Qwen3 configurations the step runs: (key, test, what it must be)
+SUPPORTED = (
+    ("model_type", lambda c: c.get("model_type") == "qwen3", "qwen3"),
+    ("attention_bias", lambda c: not c.get("attention_bias", False), "false"),
+    ("hidden_act", lambda c: c.get("hidden_act") == "silu", "silu"),
+    (
+        "layer_types",
+        lambda c: set(c.get("layer_types") or ["full_attention"]) == {"full_attention"},
+        "full_attention only",
+    ),
+)
+
+
+def unsupported(cfg: dict) -> list[str]:
+    """The keys of a model's config (as a dict) that the step cannot run, with their values."""
+    return [f"{k}={cfg.get(k)!r} (needs {need})" for k, ok, need in SUPPORTED if not ok(cfg)]
+
+
+def decoder_of_model(model) -> Decoder:
+    """The decoder of a loaded transformers Qwen3ForCausalLM. Its modules' q/k/v and gate/up weights become
+    views of the fused matrices, so no weight is held twice."""
+    cfg = model.config
+    problems = unsupported(cfg.to_dict())
+    if problems:
+        raise ValueError(f"the generation engine runs Qwen3 decoders only ({', '.join(problems)})")
+    heads, kv = cfg.num_attention_heads, cfg.num_key_value_heads
+    base = model.model
+    layers = []
+    for layer in base.layers:
+        a, m = layer.self_attn, layer.mlp
+        w = {"q_norm": a.q_norm.weight.detach(), "k_norm": a.k_norm.weight.detach()}
+        w.update(
+            ln1=layer.input_layernorm.weight, ln2=layer.post_attention_layernorm.weight,
+            o=a.o_proj.weight, down=m.down_proj.weight,
+        )  # fmt: skip
+        for key, mods in (("qkv", (a.q_proj, a.k_proj, a.v_proj)), ("gate_up", (m.gate_proj, m.up_proj))):
+            w[key] = _fuse_views(mods)
+        layers.append(_layer(w, heads, kv))
+    return Decoder(
+        heads, kv, getattr(cfg, "head_dim", None) or cfg.hidden_size // heads, cfg.rms_norm_eps,
+        base.embed_tokens.weight, base.norm.weight, model.get_output_embeddings().weight, layers,
+        base.rotary_emb, owner=model,
+    )  # fmt: skip
+
+
+def _fuse_views(mods) -> object:
+    import torch
+
+    fused = torch.cat([mod.weight.detach() for mod in mods])
+    row = 0
+    for mod in mods:
+        n = mod.weight.shape[0]
+        mod.weight.data = fused[row : row + n]
+        row += n
+    return fused
+
+
+def _layer(w: dict, heads: int, kv: int) -> dict:
+    """One layer's step weights from its tensors (the per-head norm weights of q and k side by side)."""
+    import torch
+
+    out = {k: w[k] for k in ("ln1", "ln2", "o", "down", "qkv", "gate_up")}
+    out["qk_norm"] = torch.cat([w["q_norm"].expand(heads, -1), w["k_norm"].expand(kv, -1)])
+    return out
+
+
+# the config keys the checkpoint reader reads (a config.json without one is left to transformers)
+EXPLICIT = (
+    "num_attention_heads", "num_key_value_heads", "num_hidden_layers", "head_dim", "rms_norm_eps",
+    "tie_word_embeddings",
+)  # fmt: skip
+
+
+def decoder_of_checkpoint(model_dir, dtype) -> Decoder | None:
+    """The decoder read straight from a checkpoint's config.json and safetensors files, without importing
+    transformers' modeling code (about 1.8 CPU-s of a rollout job's start). None for a checkpoint this
+    reader does not cover (another architecture, scaled rotary embeddings, quantized or unexpected
+    weights): the caller loads it through transformers instead, whose model gives the same step."""
+    import json
+    from pathlib import Path
+
+    import torch
+
+    d = Path(model_dir)
+    try:
+        cfg = json.loads((d / "config.json").read_text())
+    except (OSError, ValueError):
+        return None
+    rope = cfg.get("rope_parameters") or {"rope_type": "default", "rope_theta": cfg.get("rope_theta")}
+    if (
+        unsupported(cfg)
+        or not all(k in cfg for k in EXPLICIT)  # never a guess at transformers' defaults
+        or cfg.get("quantization_config")
+        or cfg.get("rope_scaling")
+        or rope.get("rope_type") != "default"
+        or not rope.get("rope_theta")
+    ):
+        return None
+    state = _read_safetensors(d)
+    if state is None:
+        return None
+    heads, kv, n, head_dim = (cfg[k] for k in EXPLICIT[:4])
+    names = {"embed": "model.embed_tokens.weight", "norm": "model.norm.weight", "head": "lm_head.weight"}
+    per_layer = {
+        "q": "self_attn.q_proj", "k": "self_attn.k_proj", "v": "self_attn.v_proj", "o": "self_attn.o_proj",
+        "q_norm": "self_attn.q_norm", "k_norm": "self_attn.k_norm", "gate": "mlp.gate_proj",
+        "up": "mlp.up_proj", "down": "mlp.down_proj", "ln1": "input_layernorm", "ln2": "post_attention_layernorm",
+    }  # fmt: skip
+    tied = cfg["tie_word_embeddings"]
+    wanted = {names["embed"], names["norm"]} | ({names["head"]} if not tied else set())
+    wanted |= {f"model.layers.{i}.{m}.weight" for i in range(n) for m in per_layer.values()}
+    if not wanted <= set(state) or not set(state) <= wanted | {names["head"]}:
+        return None
+    t = {k: v.to(dtype) for k, v in state.items()}
+    layers = []
+    for i in range(n):
+        w = {k: t[f"model.layers.{i}.{m}.weight"] for k, m in per_layer.items()}
+        w["qkv"], w["gate_up"] = torch.cat([w["q"], w["k"], w["v"]]), torch.cat([w["gate"], w["up"]])
+        layers.append(_layer(w, heads, kv))
+    embed = t[names["embed"]]
+    return Decoder(
+        heads, kv, head_dim, cfg["rms_norm_eps"], embed, t[names["norm"]],
+        embed if tied else t[names["head"]], layers, DefaultRope(rope["rope_theta"], head_dim),
+    )  # fmt: skip
+
+
+def _read_safetensors(d) -> dict | None:
+    """Every tensor of a checkpoint (one file or the shards of its index), None without safetensors."""
+    import json
+
+    from safetensors.torch import load_file
+
+    index = d / "model.safetensors.index.json"
+    if index.exists():
+        files = sorted(set(json.loads(index.read_text())["weight_map"].values()))
+    elif (d / "model.safetensors").exists():
+        files = ["model.safetensors"]
+    else:
+        return None
+    state: dict = {}
+    for f in files:
+        state.update(load_file(str(d / f)))
+    return state
+
+
+class DefaultRope:
+    """The rotary tables of rope_type "default", computed with transformers' operations (Qwen3's
+    compute_default_rope_parameters and Qwen3RotaryEmbedding.forward), so the bits are the same."""
+
+    def __init__(self, theta: float, dim: int):
         import torch
 
-        cfg = model.config
-        problems = [
-            f"{k}={getattr(cfg, k, None)!r}"
-            for k, ok in (
-                ("model_type", cfg.model_type == "qwen3"),
-                ("attention_bias", not getattr(cfg, "attention_bias", False)),
-                ("hidden_act", cfg.hidden_act == "silu"),
-                (
-                    "layer_types",
-                    set(getattr(cfg, "layer_types", None) or ["full_attention"]) == {"full_attention"},
-                ),
-            )
-            if not ok
-        ]
-        if problems:
-            raise ValueError(f"the generation engine runs Qwen3 decoders only ({', '.join(problems)})")
-        self.torch, self.model = torch, model  # the model owns the weights used below
-        base = model.model
-        self.heads, self.kv = cfg.num_attention_heads, cfg.num_key_value_heads
-        self.head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // self.heads
-        self.eps, self.scaling = cfg.rms_norm_eps, self.head_dim**-0.5
-        self.embed, self.rotary, self.norm = base.embed_tokens.weight, base.rotary_emb, base.norm.weight
-        self.head = model.get_output_embeddings().weight
-        self.layers = [self._fuse(layer) for layer in base.layers]
-        param = next(model.parameters())
-        self.pool = KVPool(cfg.num_hidden_layers, self.kv, self.head_dim, param.device, param.dtype)
+        self.torch = torch
+        self.inv_freq = 1.0 / (theta ** (torch.arange(0, dim, 2, dtype=torch.float) / dim))
+
+    def __call__(self, x, position_ids):
+        torch = self.torch
+        freqs = position_ids[..., None].float() * self.inv_freq.to(device=x.device, dtype=torch.float)
+        emb = torch.cat((freqs, freqs), dim=-1)
+        return (emb.cos() * 1.0).to(dtype=x.dtype), (emb.sin() * 1.0).to(dtype=x.dtype)
+
+
+class Qwen3Step:
+    """The decoder of a Qwen3 causal LM, one batcher step at a time."""
+
+    def __init__(self, model_or_decoder):
+        """A Decoder, or a loaded transformers Qwen3ForCausalLM (raises ValueError for another model)."""
+        import torch
+
+        dec = (
+            model_or_decoder if isinstance(model_or_decoder, Decoder) else decoder_of_model(model_or_decoder)
+        )
+        self.torch, self.decoder = torch, dec  # the decoder (and its owner) hold the weights used below
+        self.heads, self.kv, self.head_dim = dec.heads, dec.kv, dec.head_dim
+        self.eps, self.scaling = dec.eps, dec.head_dim**-0.5
+        self.embed, self.rotary, self.norm, self.head = dec.embed, dec.rotary, dec.norm, dec.head
+        self.layers = dec.layers
+        self.pool = KVPool(len(dec.layers), self.kv, self.head_dim, dec.embed.device, dec.embed.dtype)
         self.cos = self.sin = None
         self.rows = ROWS  # the batcher raises it if this machine's kernels need more
-
-    def _fuse(self, layer) -> dict:
-        """One layer's weights: q/k/v and gate/up each as one matrix (fewer calls), the per-head norm
-        weights of q and k side by side. The modules' parameters become views of the fused matrices, so no
-        weight is held twice."""
-        torch = self.torch
-        a, m = layer.self_attn, layer.mlp
-        out = {
-            "ln1": layer.input_layernorm.weight,
-            "ln2": layer.post_attention_layernorm.weight,
-            "o": a.o_proj.weight,
-            "down": m.down_proj.weight,
-        }
-        for key, mods in (("qkv", (a.q_proj, a.k_proj, a.v_proj)), ("gate_up", (m.gate_proj, m.up_proj))):
-            fused = torch.cat([mod.weight.detach() for mod in mods])
-            row = 0
-            for mod in mods:
-                n = mod.weight.shape[0]
-                mod.weight.data = fused[row : row + n]
-                row += n
-            out[key] = fused
-        out["qk_norm"] = torch.cat(
-            [a.q_norm.weight.detach().expand(self.heads, -1), a.k_norm.weight.detach().expand(self.kv, -1)]
-        )
-        return out
 
     def rms(self, x, weight):
         """Qwen3RMSNorm (float32: torch's fused rms_norm; the per-head weights of q and k, [heads, d], are

@@ -282,3 +282,90 @@ def test_a_summarised_history_falls_back_cleanly(tiny_corpus):
     fast.close()
     assert [c.text for c in got] == [c.text for c in want]
     assert not got[2].continued and 0 < got[2].cached_tokens < got[1].prompt_tokens  # kept the first turn
+
+
+def small_qwen3(tmp_path, name: str, **kw):
+    """A random-init Qwen3 saved as a checkpoint (and the model)."""
+    from transformers import AutoModelForCausalLM, Qwen3Config
+
+    torch.manual_seed(len(name))
+    cfg = Qwen3Config(vocab_size=300, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=512,
+                      **kw)  # fmt: skip
+    model = AutoModelForCausalLM.from_config(cfg).eval()
+    model.save_pretrained(tmp_path / name)
+    return tmp_path / name, model
+
+
+@pytest.mark.parametrize("tied", [True, False])
+def test_the_checkpoint_reader_steps_as_the_transformers_model(tmp_path, tied):
+    """The engine's weights read straight from the checkpoint (no transformers modeling code) give the
+    bits the loaded transformers model gives: prefill, decoding after a cached prefix, next to another
+    conversation; an untied LM head is read as its own matrix."""
+    from horizon.eval.models.kvstep import decoder_of_checkpoint
+
+    path, model = small_qwen3(tmp_path, f"q{tied}", tie_word_embeddings=tied)
+    read = decoder_of_checkpoint(path, torch.float32)
+    assert read is not None and (read.head is read.embed) == tied
+    engines = [Batcher(Qwen3Step(read), eos_token_id=-1), Batcher(model, eos_token_id=-1)]
+    seq = torch.randint(0, 300, (200,), generator=torch.Generator().manual_seed(1)).tolist()
+    outs = []
+    for b in engines:
+        mine, other = b.session(), b.session()
+        first = b.run_step([(mine, seq[:150]), (other, seq[:20])])[0]
+        steps = [b.run_step([(mine, [t]), (other, [u])])[0] for t, u in zip(seq[150:], seq[20:70])]
+        outs.append(torch.stack([first, *steps]))
+    assert torch.equal(outs[0], outs[1])
+    assert not torch.equal(outs[0][0], outs[0][1])  # the steps see different contexts
+
+
+def test_the_checkpoint_reader_leaves_other_checkpoints_to_transformers(tmp_path):
+    """Scaled rotary embeddings, another architecture's, an unexpected tensor or a key left to transformers'
+    defaults (which differ from the demo's: untied head, head_dim 128): not read (None), so the backend
+    loads the model through transformers; a damaged config.json is not read either."""
+    import json
+
+    from safetensors.torch import load_file, save_file
+
+    from horizon.eval.models.kvstep import decoder_of_checkpoint
+
+    scaled, _ = small_qwen3(tmp_path, "scaled", rope_parameters={"rope_type": "linear", "factor": 2.0,
+                                                                 "rope_theta": 10000.0})  # fmt: skip
+    assert decoder_of_checkpoint(scaled, torch.float32) is None
+    extra, _ = small_qwen3(tmp_path, "extra")
+    assert decoder_of_checkpoint(extra, torch.float32) is not None
+    state = load_file(str(extra / "model.safetensors"))
+    save_file(
+        {**state, "model.layers.0.self_attn.q_proj.bias": torch.zeros(64)}, str(extra / "model.safetensors")
+    )
+    assert decoder_of_checkpoint(extra, torch.float32) is None
+    save_file(state, str(extra / "model.safetensors"))
+    cfg = json.loads((extra / "config.json").read_text())
+    for change in ({"model_type": "llama"}, {"tie_word_embeddings": None}, {"head_dim": None}):
+        changed = {k: v for k, v in {**cfg, **change}.items() if v is not None}  # None: the key left out
+        (extra / "config.json").write_text(json.dumps(changed))
+        assert decoder_of_checkpoint(extra, torch.float32) is None, change
+    (extra / "config.json").write_text(json.dumps(cfg))
+    assert decoder_of_checkpoint(extra, torch.float32) is not None
+    (extra / "config.json").write_text("{not json")
+    assert decoder_of_checkpoint(extra, torch.float32) is None
+
+
+def test_a_rollout_backend_starts_without_transformers_modeling_code(tiny_corpus):
+    """The point of the reader: a rollout job's backend over a Qwen3 checkpoint never imports
+    transformers' modeling code (about 1.8 CPU-s of each job's start), and still answers."""
+    import subprocess
+    import sys
+
+    student = tiny_corpus / "student"
+    code = (
+        "import sys\n"
+        "from horizon.eval.models.backends import TransformersBackend\n"
+        f"b = TransformersBackend({str(student)!r}, {str(student)!r}, temperature=0.0)\n"
+        "c = b.complete([{'role': 'user', 'content': 'ls'}], seed=0, max_tokens=4)\n"
+        "b.close()\n"
+        "print(b.batcher is not None, c.completion_tokens > 0,"
+        " 'transformers.models.qwen3.modeling_qwen3' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split("\n")[-2] == "True True False"
