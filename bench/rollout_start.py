@@ -1,13 +1,16 @@
 #!/usr/bin/env python
-"""What a rollout job spends before its first attempt, in CPU seconds: the imports (torch,
-transformers, the rollout code) and the grader toolchain it builds, against a bare Python start
-(the baseline) in the same run.
+"""What a rollout job spends before its first attempt, in CPU seconds: its model backend (torch, the
+tokenizer, the generation engine over the model's weights) and the grader toolchain it builds, each
+as the code does it now and as it did before, against a bare Python start (the baseline), same run.
 
-  python bench/rollout_start.py [--runs 3] [--jobs 20]
+  python bench/rollout_start.py [--runs 3] [--jobs 22] [--model results/models/single-K640]
+                                [--tokenizer results/student/tiny]
 
-Each figure is the median over --runs fresh processes (CPU of the child and everything it waited
-for, from getrusage). --jobs rollout jobs (the demo runs 20) times the start is what rollout jobs
-sharing one process would save (docs/performance.md, the demo).
+The model and tokenizer are the demo's (`make demo` first). Each figure is the median over --runs fresh
+processes (CPU of the child and everything it waited for, from getrusage). "before" replays the earlier
+code paths in the same processes: the model loaded through transformers (the engine built from it),
+and every toolchain file compiled instead of the environment's bytecode copied. --jobs rollout jobs
+(the demo: 20, and 2 of DMPO) times the difference is what the change saves a demo.
 """
 
 from __future__ import annotations
@@ -18,26 +21,37 @@ import statistics
 import subprocess
 import sys
 import tempfile
+from pathlib import Path
 
+BACKEND = (
+    "import sys\n"
+    "from horizon.eval.models.backends import TransformersBackend\n"
+    "b = TransformersBackend(sys.argv[2], sys.argv[3], temperature=0.6)\n"
+    "assert b.batcher is not None\n"
+)
+TRANSFORMERS_LOAD = "import horizon.eval.models.kvstep as k\nk.decoder_of_checkpoint = lambda *a: None\n"
+TOOLCHAIN = (
+    "import pathlib, sys\n"
+    "from horizon.eval.sandbox import toolchain\n"
+    "toolchain.build(pathlib.Path(sys.argv[1]) / 'tc')\n"
+)
+COMPILE_ALL = (  # the earlier copy: no bytecode at all, every file compiled by compileall
+    "from horizon.eval.sandbox import toolchain\n"
+    "toolchain._other_bytecode = lambda d, names: {n for n in names if n == '__pycache__' or n.endswith('.pyc')}\n"
+)
 CASES = {
     "python start (baseline)": "pass",
-    "imports": (
-        "import torch, transformers\n"
-        "from transformers import AutoModelForCausalLM, AutoTokenizer\n"
-        "import horizon.eval.rollout"
-    ),
-    "grader toolchain": (
-        "import pathlib, sys\n"
-        "from horizon.eval.sandbox import toolchain\n"
-        "toolchain.build(pathlib.Path(sys.argv[1]) / 'tc')"
-    ),
+    "backend, checkpoint read": BACKEND,
+    "backend, transformers (before)": TRANSFORMERS_LOAD + BACKEND,
+    "grader toolchain": TOOLCHAIN,
+    "grader toolchain, compiled (before)": COMPILE_ALL + TOOLCHAIN,
 }
 
 
-def child_cpu(code: str, workdir: str) -> float:
+def child_cpu(code: str, args: list[str]) -> float:
     """CPU seconds (user + system) of one fresh interpreter running code."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    subprocess.run([sys.executable, "-c", code, workdir], check=True)
+    subprocess.run([sys.executable, "-c", code, *args], check=True)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
@@ -45,25 +59,29 @@ def child_cpu(code: str, workdir: str) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--jobs", type=int, default=20, help="rollout jobs of the run (the demo's: 20)")
+    ap.add_argument("--jobs", type=int, default=22, help="rollout jobs of the run (the demo's: 20 + 2)")
+    ap.add_argument("--model", default="results/models/single-K640")
+    ap.add_argument("--tokenizer", default="results/student/tiny")
     a = ap.parse_args()
-    runs = a.runs
+    for p in (a.model, a.tokenizer):
+        if not (Path(p) / "config.json").exists() and not (Path(p) / "tokenizer.json").exists():
+            sys.exit(f"{p}: no model or tokenizer there (run `make demo` first, or pass --model/--tokenizer)")
     medians = {}
     for name, code in CASES.items():
         times = []
-        for _ in range(runs):
+        for _ in range(a.runs):
             with tempfile.TemporaryDirectory() as d:
-                times.append(child_cpu(code, d))
+                times.append(child_cpu(code, [d, a.model, a.tokenizer]))
         medians[name] = statistics.median(times)
-        print(f"{name:24s} {medians[name]:6.2f} CPU-s (runs: {', '.join(f'{t:.2f}' for t in times)})")
+        print(f"{name:36s} {medians[name]:6.2f} CPU-s (runs: {', '.join(f'{t:.2f}' for t in times)})")
     base = medians["python start (baseline)"]
-    for name in ("imports", "grader toolchain"):
-        print(f"{name}: {medians[name] / base:.0f}x the baseline")
-    # the toolchain's run includes a python start and its own imports: count them once
-    start = medians["imports"] + medians["grader toolchain"] - base
-    print(
-        f"a rollout job's start, about {start:.1f} CPU-s; for {a.jobs} jobs about {a.jobs * start:.0f} CPU-s"
-    )
+    for now, before in (("backend, checkpoint read", "backend, transformers (before)"),
+                        ("grader toolchain", "grader toolchain, compiled (before)")):  # fmt: skip
+        saved = medians[before] - medians[now]
+        print(
+            f"{now}: {medians[now] - base:.2f} CPU-s above the baseline against {medians[before] - base:.2f} "
+            f"(x{(medians[before] - base) / (medians[now] - base):.2f}); {a.jobs} jobs save {a.jobs * saved:.0f} CPU-s"
+        )
 
 
 if __name__ == "__main__":
