@@ -109,16 +109,25 @@ class TransformersBackend(_Serialized):
         self.kv_cache = kv_cache
         self.lock = threading.Lock()
         self.batcher = None
-        self.model = None
         self.generate_stats = {"calls": 0, "cpu_seconds": 0.0}
-        if (kv_cache or batching) and self.device != "cpu":
+        engine = kv_cache or batching
+        if engine and self.device != "cpu":
             log.warning(
                 "eval.kv_cache/eval.batching apply to CPU runs (on a GPU use eval.backend: vllm); "
                 "one generate() per episode"
             )
-        elif kv_cache or batching:
-            self.batcher = self._make_batcher(batching)
-        if self.batcher is None and self.model is None:
+            engine = False
+        # the engine's weights read from the checkpoint where the reader covers it (a plain Qwen3: no
+        # import of transformers' modeling code), else the model loaded through transformers
+        decoder = None
+        if engine:
+            from horizon.eval.models.kvstep import decoder_of_checkpoint
+
+            decoder = decoder_of_checkpoint(self.model_dir, self.dtype)
+        self.model = self._load_model() if decoder is None else None
+        if engine:
+            self.batcher = self._make_batcher(decoder if decoder is not None else self.model, batching)
+        if self.batcher is None and self.model is None:  # read, but this machine cannot run the engine
             self.model = self._load_model()
         self.sessions = threading.local()
 
@@ -127,20 +136,14 @@ class TransformersBackend(_Serialized):
 
         return AutoModelForCausalLM.from_pretrained(self.model_dir, dtype=self.dtype).to(self.device).eval()
 
-    def _make_batcher(self, batching: bool):
-        """The generation engine over the checkpoint's weights, read without transformers' modeling code
-        where the reader covers the checkpoint (a plain Qwen3), else from the transformers model; None
-        (one generate() per episode) where the engine cannot run the model or this machine."""
+    def _make_batcher(self, weights, batching: bool):
+        """The generation engine over a Decoder or a transformers model; None (one generate() per
+        episode) where it cannot run the model or this machine."""
         from horizon.eval.models.batching import Batcher
-        from horizon.eval.models.kvstep import Qwen3Step, decoder_of_checkpoint
+        from horizon.eval.models.kvstep import Qwen3Step
 
         try:
-            decoder = decoder_of_checkpoint(self.model_dir, self.dtype)
-            if decoder is None:
-                self.model = self._load_model()
-            return Batcher(
-                Qwen3Step(decoder if decoder is not None else self.model), self.im_end, batching=batching
-            )
+            return Batcher(Qwen3Step(weights), self.im_end, batching=batching)
         except ValueError as e:  # the same outputs, only slower: say so and go on
             log.warning("%s: eval.kv_cache/eval.batching ignored, one generate() per episode", e)
             return None

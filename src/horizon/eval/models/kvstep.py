@@ -306,7 +306,8 @@ def decoder_of_checkpoint(model_dir, dtype) -> Decoder | None:
     state = _read_safetensors(d)
     if state is None:
         return None
-    heads, kv, n, head_dim = (cfg[k] for k in EXPLICIT[:4])
+    heads, kv, n = cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["num_hidden_layers"]
+    head_dim = cfg["head_dim"]
     names = {"embed": "model.embed_tokens.weight", "norm": "model.norm.weight", "head": "lm_head.weight"}
     per_layer = {
         "q": "self_attn.q_proj", "k": "self_attn.k_proj", "v": "self_attn.v_proj", "o": "self_attn.o_proj",
