@@ -176,8 +176,12 @@ def interleaved(x: str, y: str, max_lines: int = 12) -> bool:
         return False
     start = next(i for i, (u, v) in enumerate(zip(a, b)) if u != v)
     end = len(a) - next(i for i, (u, v) in enumerate(zip(reversed(a), reversed(b))) if u != v)
-    # the block where the two outputs merge may begin before the first line that differs
-    return any(_two_outputs(a[s:end], b[s:end]) for s in range(start, max(-1, end - max_lines - 1), -1))
+    # the block where the two outputs merge may begin before the first line that differs; either capture
+    # may hold the lines whole (the other one a diagnostic written in pieces)
+    return any(
+        _two_outputs(a[s:end], b[s:end]) or _two_outputs(b[s:end], a[s:end])
+        for s in range(start, max(-1, end - max_lines - 1), -1)
+    )
 
 
 def _two_outputs(block: list[str], other: list[str]) -> bool:

@@ -5,6 +5,7 @@ one process each), started with the per-node command the Slurm launch path build
 (`launch_command` under a Slurm job's environment, minus the `srun` that would start it once per
 node), train exactly as one node with two processes: same optimizer steps, same losses. One
 process with accumulation 4 makes the same number of optimizer steps as two with accumulation 2.
+One process started directly (`single_process_env`) trains as torchrun's one worker does, bit for bit.
 """
 
 import json
@@ -145,3 +146,22 @@ def test_a_global_batch_that_does_not_divide_fails_before_any_work(tiny_corpus, 
     with pytest.raises(ValueError, match=r"train.global_batch: 4 is not a multiple of world size 3"):
         train_model(s)
     assert not (tmp_path / "checkpoints" / "bad").exists()
+
+
+def test_one_process_started_directly_trains_as_under_torchrun(tiny_corpus, tokens, tmp_path):
+    """ZeRO-3 on one CPU process: the worker the launcher starts itself and the one torchrun starts
+    write the same weights and losses (the launcher skips torchrun's agent only, not the process group)."""
+    direct = make_spec(tiny_corpus, tokens, tmp_path, "direct", cpu_processes=1, **DS)
+    assert "torch.distributed.run" not in launch_command("spec.json", {}, gpus=0, cpu_processes=1)
+    train_model(direct, threads=1)
+    agent = make_spec(tiny_corpus, tokens, tmp_path, "agent", cpu_processes=1, **DS)
+    build_examples(agent)
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node=1", "--standalone"]
+    subprocess.run(
+        [*torchrun, "--nnodes=1", "-m", "horizon.train.worker", str(save_spec(agent))],
+        env=worker_env(os.environ, 1, 1, str(tmp_path / "agent.log")),
+        check=True,
+    )
+    a, b = (tmp_path / "models" / n for n in ("direct", "agent"))
+    assert (a / "model.safetensors").read_bytes() == (b / "model.safetensors").read_bytes()
+    assert losses(a) == losses(b) and len(losses(a)) == EPOCHS * EXAMPLES // DS["global_batch"]

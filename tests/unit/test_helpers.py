@@ -20,6 +20,13 @@ def test_two_processes_diagnostics_in_the_other_order_are_interleaved():
 
     # a diagnostic written in pieces, the other process's lines landing inside it (seen in test_crash)
     assert interleaved(TWO.format(f"{tail}\n{wc}"), TWO.format(f"tail: {wc}\ninvalid number of lines: '+'"))
+    # the same with the pieces in the first capture (seen in test_crash, 2026-12-02: the resumed run's)
+    pieces = TWO.format(
+        "tail: wc: invalid option -- 'p'\ninvalid number of lines: '+'\nTry 'wc --help' for more information."
+    )
+    assert interleaved(pieces, TWO.format(f"{wc}\n{tail}")) and interleaved(
+        TWO.format(f"{wc}\n{tail}"), pieces
+    )
 
 
 def test_what_a_resume_bug_would_show_is_not():

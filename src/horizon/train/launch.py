@@ -5,7 +5,9 @@ The launching process (the rule's script) writes the examples and the spec once,
 `train.cpu_processes` on a machine without GPUs, on gloo). Under Slurm with several nodes it
 starts one torchrun per node through srun, with the c10d rendezvous on the first node of the job
 (read from SLURM_JOB_NODELIST); the rule sets the `mpi` resource so that the executor does not
-wrap the job in its own `srun -n1`.
+wrap the job in its own `srun -n1`. One process on one node (the demo, one GPU) is started directly
+with the environment torchrun would give it (`single_process_env`): the same worker and process
+group, without torchrun's agent process and its own import of torch (about 2.4 CPU-s a job).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import logging
 import os
 import shlex
+import socket
 import subprocess
 import sys
 from collections.abc import Callable
@@ -67,7 +70,33 @@ def launch_command(
             f"--rdzv-id={env['SLURM_JOB_ID']}",
             *worker,
         ]
+    if per_node == 1:
+        return [sys.executable, *worker]  # with single_process_env
     return [*torchrun, "--standalone", "--nnodes=1", *worker]
+
+
+def single_process_env(env: dict) -> dict:
+    """What torchrun --standalone gives its one worker: rank 0 of a world of 1, and a free port on the
+    loopback for the process group's store (which the worker, as rank 0, opens itself)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    ranks = dict.fromkeys(("RANK", "LOCAL_RANK", "GROUP_RANK", "ROLE_RANK"), "0")
+    sizes = dict.fromkeys(("WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_WORLD_SIZE", "ROLE_WORLD_SIZE"), "1")
+    return {**env, **ranks, **sizes, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}
+
+
+# what a process needs to reach a GPU: NVIDIA's control device, AMD's (ROCm) kernel driver, WSL 2's GPU
+GPU_DEVICE_NODES = ("/dev/nvidiactl", "/dev/kfd", "/dev/dxg")
+
+
+def gpu_count(device_nodes=GPU_DEVICE_NODES) -> int:
+    """torch's count of GPUs; 0 without importing torch (about 2 CPU-s) where no GPU device node exists."""
+    if not any(os.path.exists(p) for p in device_nodes):
+        return 0
+    import torch
+
+    return torch.cuda.device_count()
 
 
 def world_size(env: dict, gpus: int, cpu_processes: int) -> int:
@@ -114,17 +143,18 @@ def run_workers(
     module: str = "horizon.train.worker",
     prepare: Callable[[], None] | None = None,
 ) -> None:
-    """Run `module` on the spec with torchrun (or srun + torchrun per node): SFT's worker, or DMPO's.
+    """Run `module` on the spec with torchrun (srun + torchrun per node; the worker alone for one process):
+    SFT's worker, or DMPO's.
     The global batch is checked first, so a bad split fails before `prepare` (the examples) runs."""
-    import torch
-
-    gpus = torch.cuda.device_count()
+    gpus = gpu_count()
     accumulation = check_batch(spec, dict(os.environ), gpus)
     if prepare is not None:
         prepare()
     spec_path = save_spec(spec)
     env = worker_env(os.environ, gpus or spec.train["cpu_processes"], threads, log_path)
     cmd = launch_command(str(spec_path), env, gpus, spec.train["cpu_processes"], module)
+    if "torch.distributed.run" not in cmd:
+        env = single_process_env(env)
     log.info(
         "%s: global batch %d = %d processes x %d per device x %d accumulation; %s",
         spec.name,

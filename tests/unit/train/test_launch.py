@@ -8,7 +8,14 @@ import pytest
 
 from horizon import config as hc
 from horizon.train.examples import TrainSpec
-from horizon.train.launch import check_batch, launch_command, slurm_nodes, world_size
+from horizon.train.launch import (
+    check_batch,
+    gpu_count,
+    launch_command,
+    single_process_env,
+    slurm_nodes,
+    world_size,
+)
 from horizon.train.worker import last_complete_checkpoint
 from tests.helpers import REPO
 
@@ -31,6 +38,16 @@ def test_single_node_cpu_and_gpu():
     )
 
 
+def test_one_process_on_one_node_runs_the_worker_itself_as_rank_0_of_1():
+    for gpus, cpu_processes in ((0, 1), (1, 4)):
+        cmd = launch_command("spec.json", {}, gpus=gpus, cpu_processes=cpu_processes)
+        assert cmd == [sys.executable, "-m", "horizon.train.worker", "spec.json"]
+    env = single_process_env({"PATH": "/bin"})
+    assert env["PATH"] == "/bin" and env["RANK"] == env["LOCAL_RANK"] == "0"
+    assert env["WORLD_SIZE"] == env["LOCAL_WORLD_SIZE"] == "1" and env["MASTER_ADDR"] == "127.0.0.1"
+    assert 0 < int(env["MASTER_PORT"]) < 65536
+
+
 def test_multi_node_under_slurm_uses_srun_and_c10d_on_the_first_node():
     env = {"SLURM_JOB_ID": "1234", "SLURM_JOB_NUM_NODES": "2", "SLURM_JOB_NODELIST": "gpu[07-08]"}
     cmd = launch_command("/r/spec.json", env, gpus=8, cpu_processes=1)
@@ -39,6 +56,15 @@ def test_multi_node_under_slurm_uses_srun_and_c10d_on_the_first_node():
     assert "--rdzv-endpoint=gpu07:30734" in cmd and "--rdzv-id=1234" in cmd
     assert cmd[-3:] == ["-m", "horizon.train.worker", "/r/spec.json"]
     assert slurm_nodes({"SLURM_JOB_NUM_NODES": "4"}) == 1  # not inside a Slurm job
+
+
+def test_gpu_count_asks_torch_only_where_a_gpu_device_node_exists(tmp_path, monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 3)
+    assert gpu_count(device_nodes=(str(tmp_path / "nvidiactl"),)) == 0  # torch not asked
+    (tmp_path / "nvidiactl").touch()
+    assert gpu_count(device_nodes=(str(tmp_path / "none"), str(tmp_path / "nvidiactl"))) == 3
 
 
 def test_resume_skips_and_removes_a_partial_checkpoint(tmp_path):

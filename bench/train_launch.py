@@ -1,0 +1,102 @@
+#!/usr/bin/env python
+"""What starting a one-process training costs, in CPU seconds: the launch as the code does it now (the
+launcher counts GPUs without importing torch where no GPU device node exists, and starts the worker
+itself) against the launch before (the launcher imports torch to count GPUs, and torchrun's agent starts
+the worker), each training one epoch of the demo's student at K=192, against a bare Python start (the
+baseline), same run.
+
+  python bench/train_launch.py [--runs 3] [--jobs 11] [--results results]
+
+The student and the token shards are the demo's (`make demo` first). Each figure is the median over
+--runs fresh launcher processes (CPU of the launcher and everything it waited for, from getrusage);
+the two launches alternate. Both write the same weights (checked). --jobs trainings (the demo: 10 SFT
+models and DMPO's) times the difference is what the change saves a demo.
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+NOW = "import sys\nfrom horizon.train.launch import train_model\ntrain_model(SPEC)\n"
+BEFORE = (  # the launch before: torch imported for the GPU count, torchrun's agent around the worker
+    "import os, subprocess, sys, torch\n"
+    "from horizon.train.examples import build_examples\n"
+    "from horizon.train.launch import save_spec, worker_env\n"
+    "torch.cuda.device_count()\n"
+    "build_examples(SPEC)\n"
+    "run = [sys.executable, '-m', 'torch.distributed.run', '--nproc-per-node=1', '--standalone', '--nnodes=1']\n"
+    "subprocess.run([*run, '-m', 'horizon.train.worker', str(save_spec(SPEC))],\n"
+    "               env=worker_env(os.environ, 1, 1, None), check=True)\n"
+)
+PREAMBLE = "from horizon.train.examples import TrainSpec\nSPEC = TrainSpec(**{spec!r})\n"
+
+
+def spec(results: Path, out: Path, name: str) -> dict:
+    train = yaml.safe_load((REPO / "demo" / "config.yaml").read_text())["train"]
+    from horizon import config as hc
+
+    full = {**hc.load(REPO / "config.yaml")["train"], **train, "epochs": 1, "save_steps": 10_000}
+    return {
+        "name": name,
+        "model_init": str(results / "student" / "tiny"),
+        "tokenizer": str(results / "student" / "tiny"),
+        "token_shards": sorted(str(p) for p in (results / "tokens").glob("shard-*.parquet")),
+        "horizon": 192,
+        "output": str(out / "models" / name),
+        "checkpoints": str(out / "checkpoints" / name),
+        "train": full,
+        "seed": 7,
+    }
+
+
+def child_cpu(code: str) -> float:
+    """CPU seconds (user + system) of one fresh interpreter running code, and all it waited for."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    subprocess.run([sys.executable, "-c", code], check=True, stdout=subprocess.DEVNULL)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--jobs", type=int, default=11, help="trainings of the run (the demo's: 10 + DMPO)")
+    ap.add_argument("--results", default="results", type=Path)
+    a = ap.parse_args()
+    if not (a.results / "student" / "tiny" / "config.json").exists() or not list(
+        (a.results / "tokens").glob("shard-*.parquet")
+    ):
+        sys.exit(
+            f"{a.results}: no demo student or token shards there (run `make demo` first, or pass --results)"
+        )
+    times: dict[str, list[float]] = {"python start (baseline)": [], "launch now": [], "launch before": []}
+    with tempfile.TemporaryDirectory() as d:
+        for run in range(a.runs):
+            times["python start (baseline)"].append(child_cpu("pass"))
+            for case, code in (("launch now", NOW), ("launch before", BEFORE)):
+                s = spec(a.results.resolve(), Path(d), f"{case.split()[1]}-{run}")
+                times[case].append(child_cpu(PREAMBLE.format(spec=s) + code))
+        weights = {p.read_bytes() for p in Path(d).glob("models/*/model.safetensors")}
+        assert len(weights) == 1, "the two launches wrote different weights"
+    med = {k: statistics.median(v) for k, v in times.items()}
+    for k, v in times.items():
+        print(f"{k:26s} {med[k]:6.2f} CPU-s (runs: {', '.join(f'{t:.2f}' for t in v)})")
+    saved = med["launch before"] - med["launch now"]
+    print(
+        f"one epoch at K=192: {med['launch now']:.2f} CPU-s against {med['launch before']:.2f} "
+        f"(x{med['launch before'] / med['launch now']:.2f}); {saved:.2f} CPU-s a launch, "
+        f"{a.jobs} trainings save {a.jobs * saved:.0f} CPU-s"
+    )
+
+
+if __name__ == "__main__":
+    main()
