@@ -143,6 +143,10 @@ def snapshot(d: Path) -> dict:
         }
     checkpoints = {}
     for state in res.glob("checkpoints/*/checkpoint-*/trainer_state.json"):
+        try:  # the kill can cut the file's write: that checkpoint is not complete
+            json.loads(state.read_text())
+        except ValueError:
+            continue
         model, step = state.parent.parent.name, int(state.parent.name.rsplit("-", 1)[1])
         checkpoints[model] = max(step, checkpoints.get(model, 0))
     return {

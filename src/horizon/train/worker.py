@@ -230,8 +230,12 @@ def _complete(ckpt: Path, world_size: int) -> bool:
     """The Trainer's rank 0 writes trainer_state.json last, after DeepSpeed's shards (a barrier ends
     their save), but every other rank writes its own rng_state_<rank>.pth without waiting for it: a
     kill can leave one missing or cut short (torch.save writes a zip: a cut one has no central
-    directory), and the Trainer would fail to load it or resume without it."""
-    if not (ckpt / "trainer_state.json").exists():
+    directory), and the Trainer would fail to load it or resume without it. trainer_state.json itself
+    is written in place: a kill in the middle leaves it empty or cut short (seen in the crash test once
+    the worker shared the job's process group), which the Trainer cannot load."""
+    try:
+        json.loads((ckpt / "trainer_state.json").read_text())
+    except (OSError, ValueError):
         return False
     return world_size == 1 or all(zipfile.is_zipfile(ckpt / f"rng_state_{r}.pth") for r in range(world_size))
 

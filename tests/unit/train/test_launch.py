@@ -68,13 +68,15 @@ def test_gpu_count_asks_torch_only_where_a_gpu_device_node_exists(tmp_path, monk
 
 
 def test_resume_skips_and_removes_a_partial_checkpoint(tmp_path):
-    for step, complete in ((5, True), (10, True), (15, False)):
+    # 15: killed before trainer_state.json; 20 and 25: killed while writing it (empty, cut short)
+    states = {5: "{}", 10: '{"global_step": 10}', 15: None, 20: "", 25: '{"global_step": 2'}
+    for step, state in states.items():
         d = tmp_path / f"checkpoint-{step}"
         d.mkdir()
-        if complete:
-            (d / "trainer_state.json").write_text("{}")
+        if state is not None:
+            (d / "trainer_state.json").write_text(state)
     assert last_complete_checkpoint(tmp_path, remove_incomplete=True) == str(tmp_path / "checkpoint-10")
-    assert not (tmp_path / "checkpoint-15").exists()
+    assert not any((tmp_path / f"checkpoint-{s}").exists() for s in (15, 20, 25))
     assert last_complete_checkpoint(tmp_path / "none") is None
 
 
