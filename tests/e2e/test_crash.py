@@ -79,7 +79,9 @@ def journaled(p: Path) -> list[str]:
 
 KILL_POINTS = {  # what the workdir shows when a job is in the middle of its stage
     "tokenize": lambda d: list(d.glob("results/tokens/.shard-*.parquet.tmp-*")),
-    "train": lambda d: list(d.glob("results/checkpoints/*/checkpoint-*/trainer_state.json")),
+    "train": lambda d: [
+        p for p in d.glob("results/checkpoints/*/checkpoint-*/trainer_state.json") if parses(p)
+    ],
     "score": lambda d: [
         p
         for p in d.glob("results/scores/*/.shard-*.partial.jsonl")
@@ -89,6 +91,15 @@ KILL_POINTS = {  # what the workdir shows when a job is in the middle of its sta
         p for p in d.glob("results/rollouts/*/*/r*/attempts.partial.jsonl") if len(journaled(p)) >= 2
     ],
 }
+
+
+def parses(state: Path) -> bool:
+    """A checkpoint's trainer_state.json written to the end (the kill can land inside its write)."""
+    try:
+        json.loads(state.read_text())
+    except (OSError, ValueError):
+        return False
+    return True
 
 
 def final_shard(partial: Path) -> Path:
@@ -142,11 +153,7 @@ def snapshot(d: Path) -> dict:
             (t, a) for t, a, _ in started(log.read_text())
         }
     checkpoints = {}
-    for state in res.glob("checkpoints/*/checkpoint-*/trainer_state.json"):
-        try:  # the kill can cut the file's write: that checkpoint is not complete
-            json.loads(state.read_text())
-        except ValueError:
-            continue
+    for state in filter(parses, res.glob("checkpoints/*/checkpoint-*/trainer_state.json")):
         model, step = state.parent.parent.name, int(state.parent.name.rsplit("-", 1)[1])
         checkpoints[model] = max(step, checkpoints.get(model, 0))
     return {

@@ -148,9 +148,10 @@ def test_a_global_batch_that_does_not_divide_fails_before_any_work(tiny_corpus, 
     assert not (tmp_path / "checkpoints" / "bad").exists()
 
 
-def test_one_process_started_directly_trains_as_under_torchrun(tiny_corpus, tokens, tmp_path):
+def test_one_process_started_directly_trains_as_under_torchrun(tiny_corpus, tokens, tmp_path, monkeypatch):
     """ZeRO-3 on one CPU process: the worker the launcher starts itself and the one torchrun starts
     write the same weights and losses (the launcher skips torchrun's agent only, not the process group)."""
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # one CPU process on a machine with GPUs too
     direct = make_spec(tiny_corpus, tokens, tmp_path, "direct", cpu_processes=1, **DS)
     assert "torch.distributed.run" not in launch_command("spec.json", {}, gpus=0, cpu_processes=1)
     train_model(direct, threads=1)

@@ -1,6 +1,7 @@
 """The training worker: full-parameter SFT with the HF Trainer (+ DeepSpeed ZeRO-3), one process per rank.
 
-`torchrun -m horizon.train.worker SPEC.json` (started by horizon.train.launch) trains on the
+`python -m horizon.train.worker SPEC.json`, once per rank (started by horizon.train.launch: torchrun, or
+the launcher itself for one process), trains on the
 examples horizon.train.examples wrote. Resumable state lives in `checkpoints/` (HF checkpoints every `save_steps`, the examples file,
 the spec and the time segments); the final model directory appears atomically and complete, with
 timing.json, train_log.jsonl, training_args.json and examples.json.
@@ -178,7 +179,7 @@ def _save_final(spec: TrainSpec, trainer, tokenizer, start: float, on_cpu: bool)
 
 
 def run_worker(spec_path: str | Path, load=TrainSpec.load, make=None) -> None:
-    """Train one model (called once per rank by torchrun); `load` reads the spec, `make` builds the trainer
+    """Train one model (called once per rank); `load` reads the spec, `make` builds the trainer
     (horizon.dmpo.worker passes its own: same resume, records and final directory)."""
     import torch
     import torch.distributed as dist
@@ -235,7 +236,7 @@ def _complete(ckpt: Path, world_size: int) -> bool:
     the worker shared the job's process group), which the Trainer cannot load."""
     try:
         json.loads((ckpt / "trainer_state.json").read_text())
-    except (OSError, ValueError):
+    except (FileNotFoundError, ValueError):  # another OSError (NFS, permissions) is raised, not a deletion
         return False
     return world_size == 1 or all(zipfile.is_zipfile(ckpt / f"rng_state_{r}.pth") for r in range(world_size))
 
@@ -323,7 +324,7 @@ def exit_done() -> NoReturn:
     os._exit(0)
 
 
-if __name__ == "__main__":  # torchrun -m horizon.train.worker SPEC.json
+if __name__ == "__main__":  # python -m horizon.train.worker SPEC.json (module docstring)
     import sys
 
     from horizon.io import die_with_parent, setup_logging

@@ -45,7 +45,7 @@ def test_one_process_on_one_node_runs_the_worker_itself_as_rank_0_of_1():
     env = single_process_env({"PATH": "/bin"})
     assert env["PATH"] == "/bin" and env["RANK"] == env["LOCAL_RANK"] == "0"
     assert env["WORLD_SIZE"] == env["LOCAL_WORLD_SIZE"] == "1" and env["MASTER_ADDR"] == "127.0.0.1"
-    assert 0 < int(env["MASTER_PORT"]) < 65536
+    assert env["MASTER_PORT"] == "0"  # the worker's store takes a port the kernel picks
 
 
 def test_multi_node_under_slurm_uses_srun_and_c10d_on_the_first_node():
