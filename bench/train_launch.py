@@ -16,9 +16,7 @@ models and DMPO's) times the difference is what the change saves a demo.
 from __future__ import annotations
 
 import argparse
-import resource
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -26,6 +24,9 @@ from pathlib import Path
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+from bench.rollout_start import child_cpu  # noqa: E402  (CPU of a fresh interpreter and its children)
+
 NOW = "import sys\nfrom horizon.train.launch import train_model\ntrain_model(SPEC)\n"
 BEFORE = (  # the launch before: torch imported for the GPU count, torchrun's agent around the worker
     "import os, subprocess, sys, torch\n"
@@ -58,14 +59,6 @@ def spec(results: Path, out: Path, name: str) -> dict:
     }
 
 
-def child_cpu(code: str) -> float:
-    """CPU seconds (user + system) of one fresh interpreter running code, and all it waited for."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    subprocess.run([sys.executable, "-c", code], check=True, stdout=subprocess.DEVNULL)
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-
-
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=3)
@@ -81,10 +74,10 @@ def main() -> None:
     times: dict[str, list[float]] = {"python start (baseline)": [], "launch now": [], "launch before": []}
     with tempfile.TemporaryDirectory() as d:
         for run in range(a.runs):
-            times["python start (baseline)"].append(child_cpu("pass"))
+            times["python start (baseline)"].append(child_cpu("pass", []))
             for case, code in (("launch now", NOW), ("launch before", BEFORE)):
                 s = spec(a.results.resolve(), Path(d), f"{case.split()[1]}-{run}")
-                times[case].append(child_cpu(PREAMBLE.format(spec=s) + code))
+                times[case].append(child_cpu(PREAMBLE.format(spec=s) + code, []))
         weights = {p.read_bytes() for p in Path(d).glob("models/*/model.safetensors")}
         assert len(weights) == 1, "the two launches wrote different weights"
     med = {k: statistics.median(v) for k, v in times.items()}
