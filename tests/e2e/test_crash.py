@@ -220,7 +220,7 @@ def check_score(crash: Path, kill: dict, later: dict) -> None:
     log = str((crash / "results/logs/score" / shard.parent.name / f"{shard.stem}.log").relative_to(crash))
     resumed = r"shard (\d+): resuming, (\d+) of (\d+) trajectories already scored"
     texts = [later["score_logs"].get(log, ""), (crash / log).read_text()]
-    m = next((m for m in map(lambda t: re.search(resumed, t), texts) if m), None)
+    m = next(filter(None, (re.search(resumed, t) for t in texts)), None)
     assert m and int(m[2]) == len(rows) < int(m[3]), (partial, len(rows), m and m[0])
     import pyarrow.parquet as pq
 

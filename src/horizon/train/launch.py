@@ -153,7 +153,7 @@ def run_workers(
     spec_path = save_spec(spec)
     env = worker_env(os.environ, gpus or spec.train["cpu_processes"], threads, log_path)
     cmd = launch_command(str(spec_path), env, gpus, spec.train["cpu_processes"], module)
-    if "torch.distributed.run" not in cmd:
+    if world_size(env, gpus, spec.train["cpu_processes"]) == 1:  # the worker alone (launch_command)
         env = single_process_env(env)
     log.info(
         "%s: global batch %d = %d processes x %d per device x %d accumulation; %s",
