@@ -96,6 +96,38 @@ def test_no_control_socket_and_nothing_of_the_harness_environment_inside(local_e
         s.stop()
 
 
+@pytest.mark.parametrize("limits", ["auto", "rlimit"])  # pid 1 spawns the command / forks itself
+def test_a_command_gets_its_three_descriptors_a_session_its_directory_and_nothing_else(
+    local_engine, tools, tmp_path, limits
+):
+    files = tmp_path / "files"
+    files.mkdir()
+    (files / "hello.sh").write_text("#!/bin/sh\necho hello from $(pwd)\n")
+    (files / "hello.sh").chmod(0o755)
+    s = LocalSandbox(SandboxSpec(name="fd", workdir_files=files), toolchain=tools, limits=limits)
+    s.start()
+    try:
+        assert (s.cgroup is None) == (limits == "rlimit")
+        for _ in range(2):  # the second command must not see the first one's pipes either
+            fds = s.exec(
+                ["sh", "-c", "ls /proc/$$/fd; ps -o sid= -p $$; echo $$; ulimit -c; pwd"], cwd="/app"
+            )
+            assert fds.ok, fds.stderr
+            *listed, sid, pid, core, cwd = fds.stdout.splitlines()
+            assert listed == ["0", "1", "2"] or listed == ["0", "1", "2", "3"], (
+                fds.stdout
+            )  # 3: ls's directory
+            assert sid.strip() == pid and core == "0" and cwd == "/app", fds.stdout
+        assert s.exec(["./hello.sh"], cwd="/app").stdout == "hello from /app\n"  # relative to its directory
+        missing = s.exec(["no-such-program", "x"])
+        assert missing.rc == 127 and "no-such-program" in missing.stderr, missing
+        nowhere = s.exec(["true"], cwd="/no/such/dir")
+        assert nowhere.rc == 127 and "/no/such/dir" in nowhere.stderr, nowhere
+        assert s.exec(["pwd"], cwd="/tmp").stdout == "/tmp\n"
+    finally:
+        s.stop()
+
+
 def test_exec_timeout_kills_the_command(sb):
     t = time.monotonic()
     r = sb.exec("sleep 100", timeout=0.5)

@@ -273,7 +273,8 @@ class Batcher:
         torch, pool = self.torch, self.pool
         for sess, _ in segments:
             sess.bind()
-        order = sorted(range(len(segments)), key=lambda i: len(segments[i][1]) > 1)  # one-token ones first
+        # one-token segments first, by slot: their keys are then views of runs of consecutive slots
+        order = sorted(range(len(segments)), key=lambda i: (len(segments[i][1]) > 1, segments[i][0].slot))
         ids, positions, slots, groups, decode = [], [], [], [], []
         for i in order:
             sess, toks = segments[i]

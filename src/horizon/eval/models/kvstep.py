@@ -158,12 +158,31 @@ def make_plan(
     )
 
 
-def _slots_view(t, slots: list[int]):
-    """Rows of consecutive slots as a view, else gathered."""
-    first = slots[0]
-    if slots == list(range(first, first + len(slots))):
-        return t[first : first + len(slots)]
-    return t[slots]
+def runs(slots: list[int]) -> list[tuple[int, int]]:
+    """(index in `slots`, count) of each run of consecutive slot numbers, in order."""
+    out, at = [], 0
+    for j in range(1, len(slots) + 1):
+        if j == len(slots) or slots[j] != slots[j - 1] + 1:
+            out.append((at, j - at))
+            at = j
+    return out
+
+
+def scores(torch, q, layer: int, pool: KVPool, g: Group, scaling: float):
+    """Softmax of the group's query rows against their conversations' keys, [S * kv, rows, length].
+
+    The keys of a run of consecutive slots are a view of the pool (a gather would copy every key the
+    group attends, at every layer of every step); each (segment, kv head) is its own matrix of the
+    batched matmul, so splitting the batch at the runs changes no bit."""
+    kv, d, length = pool.kv_heads, pool.head_dim, g.length
+    out = []
+    for j, n in runs(g.slots):
+        rows = slice(j * kv, (j + n) * kv)
+        k = pool.k[layer][g.slots[j] : g.slots[j] + n, :, :length].reshape(n * kv, length, d)
+        bias = g.bias if g.bias.shape[0] == 1 else g.bias[rows]
+        out.append(torch.baddbmm(bias, q[rows], k.transpose(1, 2), alpha=scaling))
+    s = torch.cat(out) if len(out) > 1 else out[0]
+    return torch.softmax(s, dim=-1, dtype=torch.float32)
 
 
 def attend(torch, q, layer: int, pool: KVPool, g: Group, scaling: float):
@@ -173,9 +192,7 @@ def attend(torch, q, layer: int, pool: KVPool, g: Group, scaling: float):
     per, s_, t, blocks = n_heads // kv, len(g.slots), g.tokens, g.length // BLOCK
     q = q.view(s_, t, kv, per, d).permute(0, 2, 3, 1, 4).reshape(s_ * kv, per * t, d)
     q = torch.nn.functional.pad(q, (0, 0, 0, g.rows - per * t))
-    k = _slots_view(pool.k[layer], g.slots)[:, :, : g.length].reshape(s_ * kv, g.length, d)
-    p = torch.softmax(torch.baddbmm(g.bias, q, k.transpose(1, 2), alpha=scaling), dim=-1, dtype=torch.float32)
-    p = p.to(q.dtype)
+    p = scores(torch, q, layer, pool, g, scaling).to(q.dtype)
     p = p.view(s_, kv, g.rows, blocks, BLOCK).permute(0, 3, 1, 2, 4).contiguous()  # [S, blocks, kv, R, BLOCK]
     outs = []
     for j, slot in enumerate(g.slots):  # one segment's value blocks are a view of its slot

@@ -78,6 +78,28 @@ def test_logits_do_not_depend_on_cache_chunks_or_batch(model, threads):
     assert checked == sum(len(p) for p in probes)
 
 
+def test_a_decode_step_over_scattered_slots_gives_each_conversation_its_bits(model):
+    """Conversations decoding next to each other while others sit out (their slots not consecutive: the
+    keys are read run by run) get the bits of a full re-encode."""
+    from horizon.eval.models.kvstep import runs
+
+    batcher = Batcher(model, eos_token_id=-1)
+    seqs = [tokens(n, 40 + n) for n in (60, 200, 35, 140, 90, 260)]
+    sessions = [batcher.session() for _ in seqs]
+    batcher.run_step([(sess, s[:-12]) for sess, s in zip(sessions, seqs)])  # prefilled, all but 12 tokens
+    fed, rng, scattered = [len(s) - 12 for s in seqs], torch.Generator().manual_seed(3), 0
+    for _ in range(12):
+        who = [i for i in range(len(seqs)) if fed[i] < len(seqs[i]) and torch.rand(1, generator=rng) < 0.5]
+        if not who:
+            continue
+        scattered += len(runs(sorted(sessions[i].slot for i in who))) > 1
+        got = batcher.run_step([(sessions[i], [seqs[i][fed[i]]]) for i in who])
+        for i, logits in zip(who, got):
+            fed[i] += 1
+            assert torch.equal(logits, full_encode(batcher, seqs[i][: fed[i]])), (i, fed[i])
+    assert scattered >= 3  # the case this test is for did occur
+
+
 def test_engine_logits_are_the_models(model):
     """The engine's hand-run decoder computes transformers' Qwen3 forward (eager attention)."""
     batcher = Batcher(model, eos_token_id=-1)
