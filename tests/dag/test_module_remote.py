@@ -188,19 +188,17 @@ def test_another_installed_version_stops_the_parse_naming_both(tmp_path, served)
 
 @pytest.mark.slow
 def test_demo_student_built_through_a_url_module(tmp_path, served, local_engine):
-    """The demo's config in the user's directory: the scripted teacher's corpus, normalize and the tiny
-    student run with their scripts fetched over HTTP; parse and jobs import the installed package."""
+    """The scripted teacher's corpus, normalize and the tiny student run with their scripts fetched over
+    HTTP; parse and jobs import the installed package."""
     site = install_copy(tmp_path / "site")
     user = tmp_path / "my-study"
-    user.mkdir()
-    (user / "demo").symlink_to(REPO / "demo")  # the demo config's own relative paths (demo/tasks, ...)
-    shutil.copy(REPO / "demo" / "config.yaml", user / "config.yaml")
+    local_module.demo_study(user)
     user_study(user, url_source(served), "config.yaml")
     run_user(user, ["results/student/student.json", "--cores", "2"], site, timeout=900)
     res = user / "results"
     student = json.loads((res / "student" / "student.json").read_text())
     assert (user / student["model"]).resolve() == (res / "student" / "tiny").resolve()
     assert (res / "student" / "tiny" / "config.json").exists()
-    assert json.loads((res / "corpus" / "stats.json").read_text())["completed"] == 12 * 4
+    assert json.loads((res / "corpus" / "stats.json").read_text())["completed"] == 12 * local_module.VARIANTS
     loaded = imports(site)
     assert len(loaded) > 3 and set(loaded) == {str(site / "horizon")}  # the parse and each job's script
