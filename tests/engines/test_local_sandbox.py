@@ -106,26 +106,44 @@ def test_a_command_gets_its_three_descriptors_a_session_its_directory_and_nothin
     (files / "hello.sh").chmod(0o755)
     s = LocalSandbox(SandboxSpec(name="fd", workdir_files=files), toolchain=tools, limits=limits)
     s.start()
+    via = "fork" if limits == "rlimit" else "spawn"
     try:
         assert (s.cgroup is None) == (limits == "rlimit")
         for _ in range(2):  # the second command must not see the first one's pipes either
-            fds = s.exec(
-                ["sh", "-c", "ls /proc/$$/fd; ps -o sid= -p $$; echo $$; ulimit -c; pwd"], cwd="/app"
-            )
-            assert fds.ok, fds.stderr
-            *listed, sid, pid, core, cwd = fds.stdout.splitlines()
-            assert listed == ["0", "1", "2"] or listed == ["0", "1", "2", "3"], (
-                fds.stdout
-            )  # 3: ls's directory
+            look = "ls /proc/$$/fd; readlink /proc/$$/fd/*; ps -o sid= -p $$; echo $$; ulimit -Hc; pwd"
+            fds = s.exec(["sh", "-c", look], cwd="/app")
+            assert fds.ok and s.chan.via == via, (fds.stderr, s.chan.via)
+            lines = fds.stdout.splitlines()
+            listed, targets, (sid, pid, core, cwd) = lines[:3], lines[3:6], lines[6:]
+            stdin, out, err = targets  # stdin: /dev/null when the host gives no input
+            assert listed == ["0", "1", "2"] and stdin == "/dev/null", fds.stdout
+            assert out.startswith("pipe:") and err.startswith("pipe:"), fds.stdout
             assert sid.strip() == pid and core == "0" and cwd == "/app", fds.stdout
         assert s.exec(["./hello.sh"], cwd="/app").stdout == "hello from /app\n"  # relative to its directory
         missing = s.exec(["no-such-program", "x"])
         assert missing.rc == 127 and "no-such-program" in missing.stderr, missing
         nowhere = s.exec(["true"], cwd="/no/such/dir")
         assert nowhere.rc == 127 and "/no/such/dir" in nowhere.stderr, nowhere
-        assert s.exec(["pwd"], cwd="/tmp").stdout == "/tmp\n"
+        nul = s.exec(["sh", "-c", "echo never", "x", "a\0b"])  # the model's keystrokes are arguments
+        assert nul.rc == 127 and "null" in nul.stderr.lower(), nul
+        assert s.exec(["pwd"], cwd="/tmp").stdout == "/tmp\n" and s.chan.via == via
     finally:
         s.stop()
+
+
+def test_an_agent_stopping_every_process_cannot_hold_pid_1(sb):
+    """A spawning pid 1 waits for its child to run its program; the agent stopping every process in a
+    loop catches some children before that. Each command still ends (run, or stopped and timed out),
+    the host frees pid 1 from any child stopped before its program, and the sandbox stays healthy."""
+    sb.exec("nohup sh -c 'while :; do kill -STOP -1; done' >/dev/null 2>&1 &", timeout=10)
+    t = time.monotonic()
+    for _ in range(20):
+        r = sb.exec(["true"], timeout=2)
+        # stopped after its program started: timed out and killed; before: killed by the host (-9)
+        assert r.ok or r.timed_out or r.rc == -9, r
+    assert time.monotonic() - t < 20 * 2 + 30
+    sb.kill_agent()
+    assert sb.exec("echo up").stdout == "up\n" and sb.diagnose().state == "healthy"
 
 
 def test_exec_timeout_kills_the_command(sb):

@@ -16,11 +16,13 @@ import socket
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from horizon.eval.sandbox import SandboxError
 
 GRACE = 1.0  # seconds to drain pipes still held open by background processes after the command exits
+STALL = 1.0  # seconds pid 1 may take to say it started a command before the host looks why (it takes ms)
 
 
 class Capped:
@@ -125,8 +127,10 @@ class InitChannel:
     status). A silent, closed or garbled channel is a SandboxError for that sandbox.
     """
 
-    def __init__(self, sock: socket.socket, name: str):
+    def __init__(self, sock: socket.socket, name: str, unstick: Callable[[], object] | None = None):
         self.sock, self.name, self.lock = sock, name, threading.Lock()
+        self.unstick = unstick  # what frees pid 1 when a command's start is late (LocalSandbox's)
+        self.via: str | None = None  # how pid 1 started the last command: "spawn" or "fork"
 
     def send(self, obj: dict, fds: list[int] = ()) -> None:
         anc = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))] if fds else []
@@ -176,16 +180,30 @@ class InitChannel:
             out, err = Capped(os.fdopen(out_r, "rb"), cap), Capped(os.fdopen(err_r, "rb"), cap)
             if in_w is not None:
                 threading.Thread(target=_feed, args=(os.fdopen(in_w, "wb"), input), daemon=True).start()
-            started = self.recv("pid", time.monotonic() + 30)
+            started = self._started(time.monotonic() + 30)
             if "pid" not in started:  # it could not fork: the sandbox is out of processes or memory
                 raise SandboxError(f"{self.name}: {argv[0]} could not start: {started['error']}")
             pid, killed = started["pid"], False
+            self.via = started.get("via")  # how pid 1 started it (tests read it)
             try:
                 done = self.recv("exit", None if timeout is None else time.monotonic() + timeout, pid)
             except InitTimeout:
                 self.send({"op": "kill", "pid": pid})  # its whole process group, like a shell's job
                 killed, done = True, self.recv("exit", time.monotonic() + 10, pid)
             return HostResult(done["status"], out.value(GRACE), err.value(0.1), killed)
+
+    def _started(self, deadline: float) -> dict:
+        """pid 1's answer to an exec. pid 1 waits inside posix_spawn until the new child has run its
+        program, so a child stopped before that (the agent's `kill -STOP -1`: SIGSTOP cannot be blocked)
+        would hold pid 1; while the answer is late, `unstick` releases such a child from the host."""
+        while True:
+            try:
+                return self.recv("pid", min(deadline, time.monotonic() + STALL))
+            except InitTimeout:
+                if time.monotonic() >= deadline:
+                    raise
+                if self.unstick is not None:
+                    self.unstick()
 
     def call(self, op: str, timeout: float, **args) -> bool:
         """A request the init answers itself (settle, killall): its `done`."""

@@ -367,7 +367,7 @@ class LocalSandbox(Sandbox):
         finally:
             os.close(info_w)
             theirs.close()
-        self.chan = hostexec.InitChannel(ours, self.spec.name)
+        self.chan = hostexec.InitChannel(ours, self.spec.name, unstick=self._release_spawn)
         deadline = time.monotonic() + 20
         info = _read_all(info_r, deadline)
         os.close(info_r)
@@ -384,6 +384,37 @@ class LocalSandbox(Sandbox):
             Path(f"/proc/{self.init_pid}/oom_score_adj").write_text("-1000")
         except OSError:  # not root: the kernel only lets root lower it
             pass
+
+    def _release_spawn(self) -> int:
+        """Kill pid 1's children stopped before running their program (still pid 1's own program, by
+        name): pid 1 waits inside posix_spawn for such a child, so one the agent stopped would hold it.
+        The command then ends killed, as any command the agent stops and the harness times out. From the
+        host, which the agent's signals cannot reach; how many it killed."""
+        if not self.init_pid:
+            return 0
+        try:
+            comm = Path(f"/proc/{self.init_pid}/comm").read_text()
+        except OSError:
+            return 0
+        killed = 0
+        for entry in os.scandir("/proc"):
+            if not entry.name.isdigit():
+                continue
+            try:
+                stat = Path(entry.path, "stat").read_text()
+                name = Path(entry.path, "comm").read_text()
+            except OSError:
+                continue
+            state, ppid = stat.rsplit(")", 1)[1].split()[:2]
+            if state in ("T", "t") and ppid == str(self.init_pid) and name == comm:
+                try:
+                    os.kill(int(entry.name), signal.SIGKILL)
+                    killed += 1
+                except ProcessLookupError:
+                    pass
+        if killed:
+            log.warning("%s: killed %d stopped start(s) of a command that held pid 1", self.spec.name, killed)
+        return killed
 
     def _fail_start(self) -> None:
         try:

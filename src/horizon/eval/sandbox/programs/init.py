@@ -10,8 +10,9 @@ SOCK_SEQPACKET socket inherited from the host (argv[1]), close-on-exec, not a pa
 
 Requests (one JSON message each, from the host only):
   {"op": "exec", "argv", "env", "cwd"} + 3 file descriptors (stdin, stdout, stderr) passed along:
-      a child in its own session runs argv with exactly that environment; answer {"pid"} or
-      {"error", "errno"} when it cannot fork; later {"exit": pid, "status"} (negative: a signal).
+      a child in its own session runs argv with exactly that environment; answer {"pid", "via"}
+      ("spawn" or "fork": how it started) or {"error", "errno"} when it cannot fork; later
+      {"exit": pid, "status"} (negative: a signal).
   {"op": "kill", "pid"}: SIGKILL to that command's process group (a timeout).
   {"op": "settle", "seconds"}: wait until no process runs or waits on disk (two scans 20 ms apart),
       at most that long; answer {"done": true|false}.
@@ -22,7 +23,9 @@ A command starts by posix_spawn (vfork and exec: about a quarter of the CPU of f
 which a rollout does tens of thousands of times) when the rlimits can be pid 1's own (only "core"), every
 descriptor of pid 1 but the three passed along is close-on-exec, and the directory and program are found;
 anything else (per-command rlimits, a missing directory or program, a failed spawn) takes the fork path,
-which also words the errors.
+which also words the errors. A spawning pid 1 waits until the child has run its program; a child the
+agent stops before that (SIGSTOP cannot be blocked) would hold it, so the host kills such a child when
+pid 1 is late to answer (hostexec.InitChannel._started).
 """
 
 import array
@@ -60,7 +63,8 @@ SPAWNABLE = {"core"}  # rlimits pid 1 can hold itself (its children inherit them
 
 
 def program(argv0, env):
-    """The file execvpe would run for argv0 with env's PATH (None: not found, the fork path says why)."""
+    """The file execvpe would run for argv0 with env's PATH, from the current directory (None: not
+    found, the fork path says why)."""
     if "/" in argv0:
         return argv0
     for d in os.get_exec_path(env):
@@ -71,18 +75,20 @@ def program(argv0, env):
 
 
 def spawn(req, fds):
-    """The command started by posix_spawn in its own session, or None (then the fork path runs)."""
-    path = program(req["argv"][0], req["env"])
-    if path is None or len(fds) != 3:
+    """The command started by posix_spawn in its own session, or None (then the fork path runs and words
+    any error). posix_spawn returns once the child has run its program (vfork): a child the agent stops
+    before that holds pid 1 until the host kills it (LocalSandbox._release_spawn)."""
+    if len(fds) != 3:
         return None
     try:
         os.chdir(req["cwd"])  # inherited by the child (pid 1 is single-threaded)
-    except OSError:
-        return None
-    try:
+        path = program(req["argv"][0], req["env"])  # a relative PATH entry: from the command's directory
+        if path is None:
+            return None
         actions = [(os.POSIX_SPAWN_DUP2, fd, target) for target, fd in enumerate(fds)]
-        return {"pid": os.posix_spawn(path, req["argv"], req["env"], file_actions=actions, setsid=True)}
-    except OSError:
+        pid = os.posix_spawn(path, req["argv"], req["env"], file_actions=actions, setsid=True)
+        return {"pid": pid, "via": "spawn"}
+    except Exception:  # noqa: BLE001 - OSError, a NUL in an argument (ValueError), no setsid support, ...
         return None
     finally:
         os.chdir("/")  # where pid 1 stays (a directory the agent cannot remove)
@@ -108,9 +114,10 @@ def start(req, fds, limits):
             os.chdir(req["cwd"])
             os.execvpe(req["argv"][0], req["argv"], req["env"])
         except BaseException as e:  # noqa: BLE001 - report like a shell, never return into the loop
-            os.write(2, f"{req['argv'][0]}: {e}\n".encode(errors="replace"))
-        os._exit(127)
-    return {"pid": pid}
+            os.write(2, f"{(req['argv'] or ['?'])[0]}: {e}\n".encode(errors="replace"))
+        finally:
+            os._exit(127)
+    return {"pid": pid, "via": "fork"}
 
 
 def reap(sock, pending):
