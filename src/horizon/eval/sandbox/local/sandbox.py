@@ -390,23 +390,25 @@ class LocalSandbox(Sandbox):
         name): pid 1 waits inside posix_spawn for such a child, so one the agent stopped would hold it.
         The command then ends killed, as any command the agent stops and the harness times out. From the
         host, which the agent's signals cannot reach; how many it killed."""
-        if not self.init_pid:
-            return 0
-        try:
-            comm = Path(f"/proc/{self.init_pid}/comm").read_text()
-        except OSError:
+
+        def stat(pid: str) -> tuple[str, str, str] | None:  # (name, state, parent) from one read
+            try:
+                text = Path(f"/proc/{pid}/stat").read_text()
+            except OSError:
+                return None
+            name, _, rest = text.partition(" (")[2].rpartition(") ")
+            return (name, *rest.split()[:2])
+
+        own = stat(str(self.init_pid)) if self.init_pid else None
+        if own is None:
             return 0
         killed = 0
         for entry in os.scandir("/proc"):
-            if not entry.name.isdigit():
+            seen = stat(entry.name) if entry.name.isdigit() else None
+            if seen is None:
                 continue
-            try:
-                stat = Path(entry.path, "stat").read_text()
-                name = Path(entry.path, "comm").read_text()
-            except OSError:
-                continue
-            state, ppid = stat.rsplit(")", 1)[1].split()[:2]
-            if state in ("T", "t") and ppid == str(self.init_pid) and name == comm:
+            name, state, ppid = seen
+            if state in ("T", "t") and ppid == str(self.init_pid) and name == own[0]:
                 try:
                     os.kill(int(entry.name), signal.SIGKILL)
                     killed += 1
