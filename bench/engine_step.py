@@ -7,7 +7,7 @@ seconds per step of a rollout job's shape, and whether both give the same logits
 A rollout job of the demo keeps 24 conversations of 1,000-3,000 tokens in the engine's cache; at each
 step the attempts waiting for the model decode one token each while the others run their commands, so
 the decoding conversations' cache slots are scattered. This replays that: a random-weight model of the
-demo's shape, 24 sessions prefilled, then --steps steps in which each session decodes with probability
+demo's shape (`student.build` of demo/config.yaml), 24 sessions prefilled, then --steps steps in which each session decodes with probability
 0.6 (seeded: both trees run the same steps). The baseline's source (`git archive <ref> src`) and this
 tree's run in alternating subprocesses (one thread each); the figure is the step's CPU time (the
 median over rounds), the check a hash of every step's logits.
@@ -28,6 +28,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import yaml
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -40,9 +42,8 @@ def worker(steps: int) -> None:
 
     torch.set_num_threads(1)
     torch.manual_seed(0)
-    cfg = Qwen3Config(vocab_size=1024, hidden_size=128, intermediate_size=384, num_hidden_layers=4,
-                      num_attention_heads=4, num_key_value_heads=2, head_dim=32, max_position_embeddings=4096,
-                      tie_word_embeddings=True)  # fmt: skip
+    build = yaml.safe_load((REPO / "demo" / "config.yaml").read_text())["student"]["build"]
+    cfg = Qwen3Config(**build, tie_word_embeddings=True)  # the demo's student, random weights
     batcher = Batcher(AutoModelForCausalLM.from_config(cfg).eval(), eos_token_id=-1)
     rng = torch.Generator().manual_seed(1)
     sessions = [batcher.session() for _ in range(24)]

@@ -45,7 +45,7 @@ DMPO = "dmpo-{policy}"
 # chains (theta1 -> scores -> subsets -> refinement; the DMPO policy -> its attempts -> pairs -> DMPO),
 # then the other single-stage models (the whole corpus each), then the refinements (a subset each);
 # rollouts and tables keep Snakemake's default 0 and fill the gaps. Only the order changes, never an output.
-PRIORITY_DATA, PRIORITY_SOURCE_DATA, PRIORITY_CHAIN, PRIORITY_SINGLE, PRIORITY_REFINE = 5, 4, 3, 2, 1
+PRIORITY_DATA, PRIORITY_SOURCE_DATA, PRIORITY_CHAIN, PRIORITY_REFINE, PRIORITY_SINGLE = 5, 4, 3, 2, 1
 
 
 def rho_token(rho: float) -> str:
@@ -273,7 +273,9 @@ class Grid:
 
     def priority(self, model: ModelName) -> int:
         """A training job's priority: a model that other training starts from (theta1, the DMPO policy)
-        is on a chain; then the other single-stage models, then the refinements."""
+        is on a chain; then the refinements, which continue theta1's chain (scores, subsets, a training
+        per selection, then their rollouts: the study's longest path), then the other single-stage
+        models, each one training and its rollouts."""
         feeds = {self.theta1} | ({self.dmpo.policy} if self.dmpo is not None else set())
         if model in feeds:
             return PRIORITY_CHAIN

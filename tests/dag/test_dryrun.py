@@ -272,7 +272,8 @@ def test_synth_config_is_one_dag_from_seeds_to_the_tables(tmp_path):
 
 def test_the_training_chains_are_scheduled_before_the_leaves(tmp_path):
     """The study corpus's token views first, then theta1 and the DMPO policy, then what waits on them (and
-    another teacher's token views); rollouts keep 0."""
+    another teacher's token views), the refinements (theta1's chain goes on) before the other single-stage
+    models; rollouts keep 0."""
     import re
 
     args = ["--configfile", str(demo_config(tmp_path)), *in_empty_dir(tmp_path), "-n", "--cores", "2"]
@@ -285,8 +286,8 @@ def test_the_training_chains_are_scheduled_before_the_leaves(tmp_path):
         priority[(rule, output.group(1) if output else "")] = int(level.group(1)) if level else 0
     by_output = {o.rsplit("/", 1)[-1] if "models/" in o else o: p for (_, o), p in priority.items()}
     assert by_output["single-K384"] == by_output["single-K640"] == 3  # theta1 (h1 384), the DMPO policy
-    assert by_output["single-K192"] == by_output["single-K640@blind"] == 2  # the whole corpus each
-    assert by_output["refine-H640-top-50"] == 1  # a subset
+    assert by_output["refine-H640-top-50"] == by_output["refine-H640-all-100"] == 2  # theta1's chain
+    assert by_output["single-K192"] == by_output["single-K640@blind"] == 1  # a leaf each
     for rule in ("tokenize", "horizons", "heldout", "pool"):  # the study corpus's data: first
         assert {p for (r, o), p in priority.items() if r == rule and "/sources/" not in o} == {5}, rule
     for rule in ("tokenize", "horizons", "heldout"):  # another teacher's: next

@@ -33,7 +33,7 @@ TINY_BUILD = {
     "vocab_size": 1024,
     "hidden_size": 128,
     "intermediate_size": 384,
-    "num_hidden_layers": 4,
+    "num_hidden_layers": 2,
     "num_attention_heads": 4,
     "num_key_value_heads": 2,
     "head_dim": 32,

@@ -168,20 +168,20 @@ def runs(slots: list[int]) -> list[tuple[int, int]]:
     return out
 
 
-def scores(torch, q, layer: int, pool: KVPool, g: Group, scaling: float):
-    """Softmax of the group's query rows against their conversations' keys, [S * kv, rows, length].
+def scores(torch, q, layer: int, pool: KVPool, g: Group, j: int, n: int, scaling: float):
+    """Softmax of the query rows of segments j..j+n-1 (consecutive slots) against their keys,
+    [n * kv, rows, length], length the longest of the n segments' block-padded lengths.
 
-    The keys of a run of consecutive slots are a view of the pool (a gather would copy every key the
-    group attends, at every layer of every step); each (segment, kv head) is its own matrix of the
-    batched matmul, so splitting the batch at the runs changes no bit."""
-    kv, d, length = pool.kv_heads, pool.head_dim, g.length
-    out = []
-    for j, n in runs(g.slots):
-        rows = slice(j * kv, (j + n) * kv)
-        k = pool.k[layer][g.slots[j] : g.slots[j] + n, :, :length].reshape(n * kv, length, d)
-        bias = g.bias if g.bias.shape[0] == 1 else g.bias[rows]
-        out.append(torch.baddbmm(bias, q[rows], k.transpose(1, 2), alpha=scaling))
-    s = torch.cat(out) if len(out) > 1 else out[0]
+    The keys of the run are a view of the pool (a gather would copy every key attended, at every layer
+    of every step); each (segment, kv head) is its own matrix of the batched matmul and a row's dot
+    products and softmax do not change with masked key blocks past it, so a run attending up to its own
+    longest segment instead of the group's changes no bit and skips the other runs' padding."""
+    kv, d = pool.kv_heads, pool.head_dim
+    length = max(g.blocks[j : j + n]) * BLOCK
+    rows = slice(j * kv, (j + n) * kv)
+    k = pool.k[layer][g.slots[j] : g.slots[j] + n, :, :length].reshape(n * kv, length, d)
+    bias = g.bias[:, :, :length] if g.bias.shape[0] == 1 else g.bias[rows, :, :length]
+    s = torch.baddbmm(bias, q[rows], k.transpose(1, 2), alpha=scaling)
     return torch.softmax(s, dim=-1, dtype=torch.float32)
 
 
@@ -189,16 +189,20 @@ def attend(torch, q, layer: int, pool: KVPool, g: Group, scaling: float):
     """One group's attention: q [tokens of the group, heads, d] -> [tokens, heads * d]."""
     n_heads, d = q.shape[1], q.shape[2]
     kv = pool.kv_heads
-    per, s_, t, blocks = n_heads // kv, len(g.slots), g.tokens, g.length // BLOCK
+    per, s_, t = n_heads // kv, len(g.slots), g.tokens
     q = q.view(s_, t, kv, per, d).permute(0, 2, 3, 1, 4).reshape(s_ * kv, per * t, d)
     q = torch.nn.functional.pad(q, (0, 0, 0, g.rows - per * t))
-    p = scores(torch, q, layer, pool, g, scaling).to(q.dtype)
-    p = p.view(s_, kv, g.rows, blocks, BLOCK).permute(0, 3, 1, 2, 4).contiguous()  # [S, blocks, kv, R, BLOCK]
     outs = []
-    for j, slot in enumerate(g.slots):  # one segment's value blocks are a view of its slot
-        nb = g.blocks[j]  # the group's blocks past this segment would add zeros
-        o = torch.bmm(p[j, :nb].view(-1, g.rows, BLOCK), pool.v[layer][slot, :nb].view(-1, BLOCK, d))
-        outs.append(o.view(nb, kv, g.rows, d).sum(0))  # the blocks added in order
+    for j, n in runs(g.slots):
+        p = scores(torch, q, layer, pool, g, j, n, scaling).to(q.dtype)
+        blocks = p.shape[-1] // BLOCK
+        # [n, blocks, kv, R, BLOCK]: each segment's blocks one contiguous batch for its values' matmul
+        p = p.view(n, kv, g.rows, blocks, BLOCK).permute(0, 3, 1, 2, 4).contiguous()
+        for i in range(n):  # one segment's value blocks are a view of its slot
+            nb = g.blocks[j + i]  # the run's blocks past this segment would add zeros
+            v = pool.v[layer][g.slots[j + i], :nb].view(-1, BLOCK, d)
+            o = torch.bmm(p[i, :nb].view(-1, g.rows, BLOCK), v)
+            outs.append(o.view(nb, kv, g.rows, d).sum(0))  # the blocks added in order
     o = torch.stack(outs) if s_ > 1 else outs[0][None]
     o = o[:, :, : per * t].reshape(s_, kv, per, t, d).permute(0, 3, 1, 2, 4)
     return o.reshape(s_ * t, n_heads * d)
