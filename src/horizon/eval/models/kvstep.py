@@ -7,8 +7,9 @@ and a dot product over the keys rounds differently with how many keys a kernel b
 no row here ever sees the shape of the call it is in:
 - every matmul gets a multiple of ROWS rows (the flat token batch, the rows of the LM head and each
   attention query block are padded with dummy rows);
-- attention scores are one matmul over the keys padded to a multiple of BLOCK, masked (-inf) beyond
-  each query's position; the weighted sum over the values is one matmul per block of BLOCK keys (a
+- attention scores are one matmul (per run of consecutive cache slots) over the keys padded to a
+  multiple of BLOCK, masked (-inf) beyond each query's position, so how far the padding goes changes
+  no score and no softmax; the weighted sum over the values is one matmul per block of BLOCK keys (a
   fixed contraction length) and the blocks are added in order, so keys past a query and blocks past a
   conversation's length add exact zeros;
 - every other operation works row by row.
