@@ -44,7 +44,8 @@ DMPO = "dmpo-{policy}"
 # never preempted): the study corpus's token views, then another teacher's (short), then the two long
 # chains (theta1 -> scores -> subsets -> refinement; the DMPO policy -> its attempts -> pairs -> DMPO),
 # then the refinements (theta1's chain goes on: each a training, then its rollouts), then the other
-# single-stage models (one training and its rollouts each); rollouts and tables keep Snakemake's default 0 and fill the gaps. Only the order changes, never an output.
+# single-stage models (one training and its rollouts each); rollouts and tables keep Snakemake's
+# default 0 and fill the gaps. Only the order changes, never an output.
 PRIORITY_DATA, PRIORITY_SOURCE_DATA, PRIORITY_CHAIN, PRIORITY_REFINE, PRIORITY_SINGLE = 5, 4, 3, 2, 1
 
 

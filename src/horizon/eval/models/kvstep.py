@@ -99,7 +99,7 @@ class Group:
     slots: list[int]
     bias: object  # additive mask, 0 up to each query row's position and -inf beyond, broadcast to the scores
     rows: int  # query rows per (segment, kv head), padded to a multiple of ROWS
-    length: int  # keys attended, a multiple of BLOCK
+    length: int  # the bias's width (the longest segment's keys, a multiple of BLOCK); a run attends its own
     blocks: list[int]  # value blocks each segment needs
 
 

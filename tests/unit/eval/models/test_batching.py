@@ -14,7 +14,8 @@ from tests.helpers import fixture_rows
 
 @pytest.fixture(scope="module")
 def model():
-    """A random-init Qwen3 of the demo's shape (no training needed to compare bits)."""
+    """A random-init Qwen3 of the demo's width with four layers (more layers than the demo's two: more
+    places for a bit to differ; no training needed to compare bits)."""
     from transformers import AutoModelForCausalLM, Qwen3Config
 
     torch.manual_seed(0)
@@ -99,6 +100,36 @@ def test_a_decode_step_over_scattered_slots_gives_each_conversation_its_bits(mod
             fed[i] += 1
             assert torch.equal(logits, full_encode(batcher, seqs[i][: fed[i]])), (i, fed[i])
     assert scattered >= 3  # the case this test is for did occur
+
+
+def test_a_run_of_short_conversations_beside_a_long_one_attends_only_its_own_length(model, monkeypatch):
+    """Neighbouring slots decoding together (one run) beside a much longer conversation attend up to
+    the run's longest conversation, not the step's, whichever of the run is the longest; every
+    conversation still gets the bits of a full re-encode."""
+    from horizon.eval.models import kvstep
+
+    batcher = Batcher(model, eos_token_id=-1)
+    lengths = [100, 200, 50, 400, 60]  # slots 0-4; slots 0 and 1 need 2 key blocks, slot 3 needs 4
+    seqs = [tokens(n + 6, 70 + n) for n in lengths]  # room for five decoded tokens
+    sessions = [batcher.session() for _ in seqs]
+    batcher.run_step([(sess, s[:n]) for sess, s, n in zip(sessions, seqs, lengths)])
+    seen, score = [], kvstep.scores
+
+    def recording(torch_, q, layer, pool, g, j, n, scaling):
+        p = score(torch_, q, layer, pool, g, j, n, scaling)
+        seen.append((n, p.shape[-1], g.length, g.blocks[j] * kvstep.BLOCK))
+        return p
+
+    monkeypatch.setattr(kvstep, "scores", recording)
+    fed = list(lengths)
+    for who in ([0, 1, 3], [2, 3], [3, 0, 1, 4], [1, 0, 4, 3], [2, 3, 4]):
+        got = batcher.run_step([(sessions[i], [seqs[i][fed[i]]]) for i in who])
+        for i, logits in zip(who, got):
+            fed[i] += 1
+            assert torch.equal(logits, full_encode(batcher, seqs[i][: fed[i]])), (who, i)
+    # the cases did occur: a run shorter than the step, and a run whose first conversation is not its longest
+    assert any(n > 1 and length < longest for n, length, longest, _ in seen), seen
+    assert any(n > 1 and first < length for n, length, _, first in seen), seen
 
 
 def test_engine_logits_are_the_models(model):
