@@ -7,8 +7,8 @@ seconds per step of a rollout job's shape, and whether both give the same logits
 A rollout job of the demo keeps 24 conversations of 1,000-3,000 tokens in the engine's cache; at each
 step the attempts waiting for the model decode one token each while the others run their commands, so
 the decoding conversations' cache slots are scattered. This replays that: a random-weight model of the
-demo's shape (`student.build` of demo/config.yaml), 24 sessions prefilled, then --steps steps in which each session decodes with probability
-0.6 (seeded: both trees run the same steps). The baseline's source (`git archive <ref> src`) and this
+demo's shape (`student.build` of demo/config.yaml), 24 sessions prefilled, then --steps steps in which
+each session decodes with probability 0.6 (seeded: both trees run the same steps). The baseline's source (`git archive <ref> src`) and this
 tree's run in alternating subprocesses (one thread each); the figure is the step's CPU time (the
 median over rounds), the check a hash of every step's logits.
 """
