@@ -390,21 +390,12 @@ class LocalSandbox(Sandbox):
         name): pid 1 waits inside posix_spawn for such a child, so one the agent stopped would hold it.
         The command then ends killed, as any command the agent stops and the harness times out. From the
         host, which the agent's signals cannot reach; how many it killed."""
-
-        def stat(pid: str) -> tuple[str, str, str] | None:  # (name, state, parent) from one read
-            try:
-                text = Path(f"/proc/{pid}/stat").read_text()
-            except OSError:
-                return None
-            name, _, rest = text.partition(" (")[2].rpartition(") ")
-            return (name, *rest.split()[:2])
-
-        own = stat(str(self.init_pid)) if self.init_pid else None
+        own = _proc_stat(self.init_pid) if self.init_pid else None
         if own is None:
             return 0
         killed = 0
         for entry in os.scandir("/proc"):
-            seen = stat(entry.name) if entry.name.isdigit() else None
+            seen = _proc_stat(entry.name) if entry.name.isdigit() else None
             if seen is None:
                 continue
             name, state, ppid = seen
@@ -475,11 +466,10 @@ class LocalSandbox(Sandbox):
         """bubblewrap runs and its pid 1 has not ended (a dead init is a zombie until bubblewrap reaps it)."""
         if self.proc is None or self.proc.poll() is not None:
             return False
-        try:
-            state = Path(f"/proc/{self.init_pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except (OSError, IndexError):
+        seen = _proc_stat(self.init_pid)
+        if seen is None:
             return not self.init_pid  # still starting
-        if state in ("Z", "X"):
+        if seen[1] in ("Z", "X"):
             try:
                 self.proc.wait(timeout=5)  # bubblewrap follows its child: take its exit status
             except subprocess.TimeoutExpired:
@@ -630,6 +620,18 @@ tar -x --no-same-owner -C /tests"""
             f"the sandbox's pid 1 (immune to signals from inside) {how} while the harness had not stopped it"
         )
         return Diagnosis("lost", f"{why} ({seen})")
+
+
+def _proc_stat(pid) -> tuple[str, str, str] | None:
+    """(name, state, parent pid) of a host process from one read of its stat line; None when it is gone
+    (or not yet known)."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    name, _, rest = text.partition(" (")[2].rpartition(") ")
+    fields = rest.split()[:2]
+    return (name, *fields) if len(fields) == 2 else None
 
 
 def _read_all(fd: int, deadline: float) -> bytes:
