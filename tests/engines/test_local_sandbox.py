@@ -339,6 +339,21 @@ def test_stop_leaves_nothing_running(local_engine, tools):
         s.exec("true")
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="a sandbox has a uid of its own only when started as root")
+def test_stop_kills_a_process_of_the_sandboxs_uid_outside_its_namespace(local_engine, tools):
+    """The last guard of stop(): a process running as the sandbox's leased uid but outside its pid
+    namespace (none can get there from inside; this one is started so from the host) dies with it."""
+    s = sandbox(tools)
+    uid = s.lease.uid
+    outside = subprocess.Popen(["sleep", "1000"], user=uid, group=uid, extra_groups=[])
+    try:
+        s.stop()
+        assert outside.wait(timeout=10) == -signal.SIGKILL
+    finally:
+        outside.kill()
+        outside.wait()
+
+
 def test_a_bubblewrap_failure_names_bubblewrap_and_its_message(local_engine, tools):
     s = LocalSandbox(SandboxSpec(name="bad"), toolchain=tools, hostname="x" * 100)
     with pytest.raises(SandboxError, match=r"bad: bubblewrap exited \(1\): bwrap: Can't set hostname"):

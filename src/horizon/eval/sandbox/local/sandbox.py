@@ -101,6 +101,15 @@ def _init_python() -> tuple[str, list[str]]:
     return os.path.realpath(sys.executable), [os.path.realpath(sys.base_prefix)]
 
 
+def kill_uid(uid: int) -> None:
+    """SIGKILL to every process of `uid` on the host: `kill -1` run as that uid, one system call over the
+    kernel's process list (the uid's real or saved id, pkill -u's effective one included), where pkill
+    reads /proc/PID/status of every process on the machine: 39 CPU-ms against 4 beside 565 processes,
+    7 against 3 beside 65 (bench/sandbox_stop.py); a demo stops about 600 sandboxes beside 140 processes
+    on average, up to 500."""
+    subprocess.run(["kill", "-KILL", "--", "-1"], user=uid, group=uid, extra_groups=[], capture_output=True)
+
+
 class LocalSandbox(Sandbox):
     grader_home = "/opt/horizon/home"
 
@@ -443,9 +452,7 @@ class LocalSandbox(Sandbox):
             os.close(fd)
         self.ns = {}
         if self.lease is not None:
-            subprocess.run(
-                ["pkill", "-KILL", "-u", str(self.lease.uid)], capture_output=True
-            )  # belt and braces
+            kill_uid(self.lease.uid)  # belt and braces: anything of the sandbox's uid outside its namespace
         if self.cgroup is not None:
             self.cgroup.remove()
             self.cgroup = None
