@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from horizon.eval.sandbox import SandboxError, SandboxSpec
-from horizon.eval.sandbox.local.sandbox import LocalSandbox
+from horizon.eval.sandbox.local.hostfs import UidLease
+from horizon.eval.sandbox.local.sandbox import LocalSandbox, kill_uid
 from tests.engine_fixtures import ensure_debian_package, sandbox_processes, sandboxes_left
 
 pytestmark = pytest.mark.engine
@@ -292,7 +293,8 @@ def test_internet_is_a_network_of_its_own_without_the_host_loopback(local_engine
 JOB = r"""
 import sys, time
 from horizon.eval.sandbox import SandboxSpec
-from horizon.eval.sandbox.local.sandbox import LocalSandbox
+from horizon.eval.sandbox.local.hostfs import UidLease
+from horizon.eval.sandbox.local.sandbox import LocalSandbox, kill_uid
 s = LocalSandbox(SandboxSpec(name="killed", workdir_files=sys.argv[2]), toolchain=sys.argv[1])
 s.start()
 s.exec("nohup sleep 1000 >/dev/null 2>&1 &", timeout=10)
@@ -339,19 +341,46 @@ def test_stop_leaves_nothing_running(local_engine, tools):
         s.exec("true")
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="a sandbox has a uid of its own only when started as root")
+ROOT_ONLY = pytest.mark.skipif(
+    os.geteuid() != 0, reason="a sandbox has a uid of its own only when started as root"
+)
+
+
+def as_uid(uid: int) -> subprocess.Popen:
+    return subprocess.Popen(["sleep", "1000"], user=uid, group=uid, extra_groups=[])
+
+
+@ROOT_ONLY
 def test_stop_kills_a_process_of_the_sandboxs_uid_outside_its_namespace(local_engine, tools):
     """The last guard of stop(): a process running as the sandbox's leased uid but outside its pid
     namespace (none can get there from inside; this one is started so from the host) dies with it."""
     s = sandbox(tools)
-    uid = s.lease.uid
-    outside = subprocess.Popen(["sleep", "1000"], user=uid, group=uid, extra_groups=[])
     try:
+        outside = as_uid(s.lease.uid)
+        try:
+            s.stop()
+            assert outside.wait(timeout=10) == -signal.SIGKILL
+        finally:
+            outside.kill()
+            outside.wait()
+    finally:
         s.stop()
+
+
+@ROOT_ONLY
+def test_where_kill_cannot_start_as_the_uid_pkill_still_kills_its_processes(local_engine, caplog):
+    """A uid at its process limit cannot start `kill` (EAGAIN at execve); the guard falls back to root's
+    pkill (here setpriv is made to fail: the same branch)."""
+    lease = UidLease()  # a uid no sandbox of this machine holds meanwhile
+    outside = as_uid(lease.uid)
+    try:
+        kill_uid(lease.uid, "/nonexistent/setpriv")
         assert outside.wait(timeout=10) == -signal.SIGKILL
+        assert "pkill instead" in caplog.text
     finally:
         outside.kill()
         outside.wait()
+        lease.release()
 
 
 def test_a_bubblewrap_failure_names_bubblewrap_and_its_message(local_engine, tools):
