@@ -5,12 +5,12 @@ uid, by `kill -1` run as that uid through setpriv (now) against `pkill -u UID` (
   sudo python bench/sandbox_stop.py [--calls 50] [--rounds 4] [--background 0 500]
 
 pkill reads the status file of every process on the machine; kill -1 is one system call. A demo stops
-about 600 sandboxes beside 140 processes on average and up to 500 (a rollout job's 24 sandboxes each
+about 600 sandboxes beside 140 processes on average and up to 504 (a rollout job's 24 sandboxes each
 hold pid 1, tmux and a shell; sampled every 2 s over a `make demo`), so each way is timed beside
---background idle processes (`sleep`, of another uid). CPU is the started programs' own (getrusage of the children: pkill, or setpriv
-and kill, with the kernel's work for them; the start of either costs this process the same):
---calls stops a way per round, the ways alternating over --rounds, the median round printed. Needs root; the uid is one no process has, as
-a leased sandbox uid once its sandbox is gone.
+--background idle processes (`sleep`, of another uid). CPU is the started programs' own (getrusage of
+the children: pkill, or setpriv and kill, with the kernel's work for them; starting either costs this
+process the same): --calls stops a way per round, the ways alternating over --rounds, the median round
+printed. Needs root; the uid is one no process has, as a leased sandbox uid once its sandbox is gone.
 """
 
 from __future__ import annotations

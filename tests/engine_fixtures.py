@@ -9,6 +9,7 @@ import re
 import shutil
 import subprocess
 from collections.abc import Collection
+from pathlib import Path
 
 import pytest
 
@@ -67,8 +68,9 @@ def sandbox_processes(harnesses: Collection[int] | None = None) -> list[str]:
         if not pid.isdigit():
             continue
         try:
-            cmd = open(f"/proc/{pid}/cmdline", "rb").read().replace(b"\0", b" ").decode(errors="replace")
-            cgroups = open(f"/proc/{pid}/cgroup").read()
+            proc = Path("/proc") / pid  # read_* close the file even when the process ends mid-read
+            cmd = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            cgroups = (proc / "cgroup").read_text()
         except OSError:
             continue
         if "horizon-sandbox-init" in cmd or ("slirp4netns" in cmd and "--userns-path=/proc/self/fd/" in cmd):

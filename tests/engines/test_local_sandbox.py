@@ -293,8 +293,7 @@ def test_internet_is_a_network_of_its_own_without_the_host_loopback(local_engine
 JOB = r"""
 import sys, time
 from horizon.eval.sandbox import SandboxSpec
-from horizon.eval.sandbox.local.hostfs import UidLease
-from horizon.eval.sandbox.local.sandbox import LocalSandbox, kill_uid
+from horizon.eval.sandbox.local.sandbox import LocalSandbox
 s = LocalSandbox(SandboxSpec(name="killed", workdir_files=sys.argv[2]), toolchain=sys.argv[1])
 s.start()
 s.exec("nohup sleep 1000 >/dev/null 2>&1 &", timeout=10)
