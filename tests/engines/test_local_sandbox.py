@@ -345,7 +345,7 @@ ROOT_ONLY = pytest.mark.skipif(
 )
 
 
-def as_uid(uid: int) -> subprocess.Popen:
+def sleeper_as(uid: int) -> subprocess.Popen:
     return subprocess.Popen(["sleep", "1000"], user=uid, group=uid, extra_groups=[])
 
 
@@ -355,7 +355,7 @@ def test_stop_kills_a_process_of_the_sandboxs_uid_outside_its_namespace(local_en
     namespace (none can get there from inside; this one is started so from the host) dies with it."""
     s = sandbox(tools)
     try:
-        outside = as_uid(s.lease.uid)
+        outside = sleeper_as(s.lease.uid)
         try:
             s.stop()
             assert outside.wait(timeout=10) == -signal.SIGKILL
@@ -371,7 +371,7 @@ def test_where_kill_cannot_start_as_the_uid_pkill_still_kills_its_processes(loca
     """A uid at its process limit cannot start `kill` (EAGAIN at execve); the guard falls back to root's
     pkill (here setpriv is made to fail: the same branch)."""
     lease = UidLease()  # a uid no sandbox of this machine holds meanwhile
-    outside = as_uid(lease.uid)
+    outside = sleeper_as(lease.uid)
     try:
         kill_uid(lease.uid, "/nonexistent/setpriv")
         assert outside.wait(timeout=10) == -signal.SIGKILL

@@ -59,6 +59,12 @@ class UidLease:
             self._fh.close()
 
 
+def as_uid(setpriv: str, uid: int) -> list[str]:
+    """The argv prefix that runs a program as `uid` (its group too, no supplementary groups): a sandbox's
+    bubblewrap, its network helper, the stop's kill."""
+    return [setpriv, f"--reuid={uid}", f"--regid={uid}", "--clear-groups"]
+
+
 def world_readable(path: Path) -> bool:
     """Can any user reach and read `path` (o+x on every parent, o+rx on it)?"""
     p = Path(path).resolve()

@@ -17,7 +17,7 @@ import subprocess
 import time
 
 from horizon.eval.sandbox import SandboxError
-from horizon.eval.sandbox.local.hostfs import HOST_ENV, host_tool
+from horizon.eval.sandbox.local.hostfs import HOST_ENV, as_uid, host_tool
 from horizon.eval.sandbox.local.limits import join_prefix
 
 
@@ -46,7 +46,7 @@ class UserNet:
             "tap0",
         ]
         if setpriv is not None and os.stat("/dev/net/tun").st_mode & 0o006 == 0o006:
-            argv = [setpriv, f"--reuid={sb.uid}", f"--regid={sb.uid}", "--clear-groups", *argv]
+            argv = [*as_uid(setpriv, sb.uid), *argv]
         proc = subprocess.Popen(
             [*join_prefix(sb.cgroup), *argv],
             env=dict(HOST_ENV),

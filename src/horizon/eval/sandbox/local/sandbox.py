@@ -61,6 +61,7 @@ from horizon.eval.sandbox.local import limits as cgroups
 from horizon.eval.sandbox.local.hostfs import (
     HOST_ENV,
     UidLease,
+    as_uid,
     host_tool,
     prepare_root,
     sweep_dirs,
@@ -107,9 +108,10 @@ def kill_uid(uid: int, setpriv: str) -> None:
     list where pkill reads /proc/PID/status of every process on the machine: 2.6 CPU-ms against 35 beside
     588 processes, 2.3 against 7.0 beside 112 (bench/sandbox_stop.py). A uid at its process limit cannot
     start `kill` (execve fails with EAGAIN): then root's pkill, which no limit stops."""
-    as_uid = [setpriv, f"--reuid={uid}", f"--regid={uid}", "--clear-groups"]
     try:
-        r = subprocess.run([*as_uid, "kill", "-KILL", "--", "-1"], env=HOST_ENV, capture_output=True)
+        r = subprocess.run(
+            [*as_uid(setpriv, uid), "kill", "-KILL", "--", "-1"], env=HOST_ENV, capture_output=True
+        )
         if r.returncode == 0:
             return
         why = (r.stderr or b"").decode(errors="replace").strip()[-200:] or f"exit {r.returncode}"
@@ -365,13 +367,7 @@ class LocalSandbox(Sandbox):
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         argv = self._bwrap_argv(bwrap, tools, info_w, theirs.fileno())
         if as_root:
-            argv = [
-                self.tools["setpriv"],
-                f"--reuid={self.uid}",
-                f"--regid={self.uid}",
-                "--clear-groups",
-                *argv,
-            ]
+            argv = [*as_uid(self.tools["setpriv"], self.uid), *argv]
         try:
             self.proc = subprocess.Popen(
                 [*cgroups.join_prefix(self.cgroup), *argv],
