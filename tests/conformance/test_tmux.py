@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 
 import pytest
 
@@ -99,3 +100,41 @@ def test_real_tmux_same_as_theirs(reference, variant, tmp_path):
     for i, (a, b) in enumerate(zip(outputs, theirs["outputs"])):
         assert a == b, f"output {i} (after {STEPS[i - 1][0][:30]!r}) differs"
     assert outputs[-1].rstrip().endswith("#")
+
+
+class CountingSandbox(HostSandbox):
+    """A HostSandbox that counts the harness's direct captures of the whole history."""
+
+    def __init__(self, *a):
+        super().__init__(*a)
+        self.histories = 0
+
+    def exec(self, argv, *a, **kw):
+        self.histories += argv[:2] == ["tmux", "capture-pane"] and "-S" in argv
+        return super().exec(argv, *a, **kw)
+
+
+def test_the_look_that_found_the_pane_idle_is_the_output(tmp_path):
+    """After a wait that saw the pane idle, the output comes from that look's history (no second
+    capture); keys sent since then make the next output a capture of its own."""
+    work, tmux_dir = tmp_path / "work", tmp_path / "tmux"
+    work.mkdir()
+    tmux_dir.mkdir()
+    sb = CountingSandbox(work, tmux_dir)
+    t = Terminal(sb, workdir=str(work), settle=30)
+    try:
+        t.start()
+        t.run("echo first\n", 0.1)
+        before = sb.histories
+        out = t.incremental()
+        assert sb.histories == before  # the idle look's history was used
+        assert "first" in out
+        assert t._previous == t.history()  # the same text a capture now gives
+        t.run("echo second\n", 0.1)  # seen idle ...
+        t.send("echo third\n")  # ... then keys without a wait: that look is stale
+        before = sb.histories
+        time.sleep(0.5)
+        assert "third" in t.incremental()
+        assert sb.histories == before + 1
+    finally:
+        sb.exec(["tmux", "kill-server"])

@@ -131,6 +131,33 @@ def build_qwen_tokenizer(out_dir: str | Path, model_max_length: int = 131072):
     return load(out_dir)
 
 
+def load_serializing(name_or_path: str | Path):
+    """A tokenizer for encoding and decoding ids only (a rollout's prompts and answers), without
+    importing transformers (about 0.8 CPU-s a process) where that changes no id and no character:
+    a directory saved from a plain `tokenizers.Tokenizer` (`tokenizer_class` TokenizersBackend, as
+    `train_bpe` and `build_qwen_tokenizer` save) whose decoding adds no clean-up is read straight
+    from its tokenizer.json (transformers runs that same object); any other (a hub model's class
+    with its own rules) is loaded through transformers (`load`). Both answer `encode` and
+    `decode(ids, skip_special_tokens=...)` the same way (tests/unit/data/test_tokenizer.py)."""
+    import json
+
+    path = Path(name_or_path)
+    try:
+        config = json.loads((path / "tokenizer_config.json").read_text())
+    except (OSError, ValueError):
+        config = None
+    if (
+        isinstance(config, dict)
+        and config.get("tokenizer_class") == "TokenizersBackend"
+        and config.get("clean_up_tokenization_spaces") is False
+        and (path / "tokenizer.json").is_file()
+    ):
+        from tokenizers import Tokenizer
+
+        return Tokenizer.from_file(str(path / "tokenizer.json"))
+    return load(name_or_path)
+
+
 def load(name_or_path: str | Path):
     """The student's tokenizer (fast only)."""
     from transformers import AutoTokenizer

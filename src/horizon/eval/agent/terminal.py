@@ -18,7 +18,8 @@
   nothing computing, reading a disk or about to print; every typed key read) and the whole history
   unchanged between two looks IDLE_POLL s apart. A capture then no longer depends on how fast a
   loaded machine ran the command; two processes writing at once still interleave as the scheduler
-  lets them.
+  lets them. The history of the look that found the pane idle is the one the output is
+  taken from (no second capture a few ms later: one tmux command fewer an episode).
 - Output (`incremental`): as theirs. The first call shows the visible screen. Later calls diff the
   whole history (`capture-pane -p -S -`, lines wrapped at the pane width) against the previous one:
   when the previous text (stripped) is still found, the new output starts at the offset of its last
@@ -108,6 +109,7 @@ class Terminal:
         self.workdir = workdir or getattr(sandbox, "workdir", None) or "/app"  # the task's working directory
         self._previous: str | None = None
         self._pane: str | None = None  # the pane's process id (the same for the pane's life)
+        self._settled: str | None = None  # the history the last wait saw idle, until keys are sent
 
     def _tmux(self, *args: str, timeout: float = 20) -> str:
         r = self.sb.exec(["tmux", *args], timeout=timeout, cwd=self.workdir)
@@ -158,7 +160,8 @@ class Terminal:
         return self._tmux("capture-pane", "-p", "-S", "-", "-t", SESSION)
 
     def incremental(self) -> str:
-        current = self.history()
+        # right after a wait that saw the pane idle, its last look is the history: no second capture
+        current, self._settled = (self._settled if self._settled is not None else self.history()), None
         if self._previous is None:
             self._previous = current
             return fill(self.screen_form, screen=self.screen())
@@ -171,6 +174,7 @@ class Terminal:
     # -- keys -------------------------------------------------------------------------------------
 
     def send(self, keys: str) -> None:
+        self._settled = None
         if self.style == "tb1":
             self.sb.exec(["tmux", "send-keys", "-t", SESSION, keys], timeout=20, cwd=self.workdir)
             return
@@ -187,6 +191,7 @@ class Terminal:
     def paste(self, text: str) -> None:
         """Type `text` through a tmux paste buffer (newlines become Enter). The text is staged in a
         file in base64 chunks (as harbor does; no exec stdin, which not every sandbox offers)."""
+        self._settled = None
         if not text:
             return
         token = uuid.uuid4().hex
@@ -238,6 +243,7 @@ class Terminal:
                 return False
             idle, text = looked
             if idle and text == seen:
+                self._settled = text
                 return True
             seen = text if idle else None
             if time.monotonic() + IDLE_POLL > end:

@@ -65,9 +65,10 @@ class Backend:
 class _Serialized(Backend):
     def __init__(self, tokenizer_dir: str | Path):
         from horizon.data.chatml import ChatSerializer
-        from horizon.data.tokenizer import load
+        from horizon.data.tokenizer import load_serializing
 
-        self.tokenizer = load(tokenizer_dir)
+        self.tokenizer_dir = tokenizer_dir
+        self.tokenizer = load_serializing(tokenizer_dir)  # ids in and out only
         self.serializer = ChatSerializer(self.tokenizer)
         self.im_end = self.serializer.im_end
 
@@ -191,13 +192,21 @@ class TransformersBackend(_Serialized):
                     attention_mask=torch.ones_like(x),
                     max_new_tokens=max_tokens,
                     eos_token_id=self.im_end,
-                    pad_token_id=self.tokenizer.pad_token_id,
+                    pad_token_id=self.pad_token_id(),
                     top_k=None,
                     **kw,
                 )
             self.generate_stats["calls"] += 1
             self.generate_stats["cpu_seconds"] += time.thread_time() - cpu
         return out[0, len(ids) :].tolist()
+
+    def pad_token_id(self) -> int | None:
+        """generate()'s pad id, from the tokenizer as transformers loads it (that path imports it anyway)."""
+        if not hasattr(self, "_pad_id"):
+            from horizon.data.tokenizer import load
+
+            self._pad_id = load(self.tokenizer_dir).pad_token_id
+        return self._pad_id
 
     def close(self) -> None:
         if self.batcher is not None:

@@ -62,15 +62,19 @@ class Sampler:
 
     def __post_init__(self):
         import torch
-        from transformers.generation.logits_process import TemperatureLogitsWarper, TopPLogitsWarper
 
         self.greedy = self.temperature <= 0
         self.warpers = []  # generate's order; called directly (LogitsProcessorList inspects each call)
         if not self.greedy and self.temperature != 1.0:
-            self.warpers.append(TemperatureLogitsWarper(self.temperature))
-        if not self.greedy and self.top_p < 1.0:
+            self.warpers.append(self._temperature)  # TemperatureLogitsWarper's one division
+        if not self.greedy and self.top_p < 1.0:  # transformers imported only where top-p is asked for
+            from transformers.generation.logits_process import TopPLogitsWarper
+
             self.warpers.append(TopPLogitsWarper(self.top_p))
         self.generator = torch.Generator(self.device).manual_seed(self.seed)
+
+    def _temperature(self, _ids, logits):
+        return logits / self.temperature
 
     def __call__(self, logits) -> int:
         """The next token from one row of logits ([1, vocab], float32)."""
