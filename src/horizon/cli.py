@@ -36,7 +36,7 @@ def cmd_collect(a) -> int:
     from horizon.eval.collect.corpus import collect
     from horizon.eval.sandbox import toolchain
 
-    with tempfile.TemporaryDirectory() as d, toolchain.temporary() as tools:
+    with tempfile.TemporaryDirectory() as d, toolchain.shared() as tools:
         info = collect(
             _manifest(a.tasks, a.format, Path(d)),
             a.template,
@@ -119,7 +119,7 @@ def cmd_oracle(a) -> int:
     counts = {"pass": 0, "FAIL": len(errors), "skip": 0}
     for e in errors:
         print(f"FAIL  {e['task']}  malformed: {e['file']}: {e['field']}: {e['message']}")
-    with toolchain.temporary() as tools:
+    with toolchain.shared() as tools:
         for t in tasks:
             r = run_one(a.sandbox, t, tools, a.network, options)
             counts[r.status] += 1

@@ -5,7 +5,7 @@ from horizon.io import setup_logging
 setup_logging(snakemake.log[0])
 c = snakemake.params.collect
 capture = snakemake.params.capture  # eval.capture and its bound: the harness's terminal, as in rollouts
-with toolchain.temporary() as tools:
+with toolchain.shared() as tools:
     options = {"toolchain": tools, **snakemake.params.options}
     if c.get("teacher"):  # a real teacher (an OpenAI-compatible chat endpoint, or vllm serve)
         collect_with_teacher(

@@ -295,7 +295,7 @@ def rollout_job(
             log.warning("task %s: %s: %s: %s", t.id, w["file"], w["field"], w["message"])
     run_id = f"{model}/{bench}/r{repeat}"
     sweep_run(settings.sandbox, run_id)  # sandboxes of this very job left by a killed earlier run
-    with toolchain.temporary() as tools:
+    with toolchain.shared() as tools:
         backend, server = make_backend(settings, model_dir, tokenizer_dir, seed, Path(out_path).parent)
         try:
             options = {"toolchain": tools, **settings.sandbox_options}

@@ -33,7 +33,7 @@ def run_synth(cfg: dict, prompts_dir: str | Path, out_dir: str | Path, sandbox: 
     seeds = load_seeds(cfg["seeds"], cfg["domains"], cfg["min_score"])
     settings = SynthSettings.from_config(cfg)
     author, reviewer = backends(cfg)
-    with toolchain.temporary() as tools:
+    with toolchain.shared() as tools:
         return synthesize(
             seeds,
             author,
