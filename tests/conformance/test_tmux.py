@@ -138,3 +138,23 @@ def test_the_look_that_found_the_pane_idle_is_the_output(tmp_path):
         assert sb.histories == before + 1
     finally:
         sb.exec(["tmux", "kill-server"])
+
+
+def test_a_look_near_the_output_cap_is_not_reused(tmp_path, monkeypatch):
+    """A look whose output may have been cut at the sandbox's cap: the output is captured on its own."""
+    import horizon.eval.agent.terminal as terminal
+
+    monkeypatch.setattr(terminal, "REUSE_BELOW", 1)  # every look counts as near the cap
+    work, tmux_dir = tmp_path / "work", tmp_path / "tmux"
+    work.mkdir()
+    tmux_dir.mkdir()
+    sb = CountingSandbox(work, tmux_dir)
+    t = Terminal(sb, workdir=str(work), settle=30)
+    try:
+        t.start()
+        t.run("echo first\n", 0.1)
+        before = sb.histories
+        assert "first" in t.incremental()
+        assert sb.histories == before + 1
+    finally:
+        sb.exec(["tmux", "kill-server"])

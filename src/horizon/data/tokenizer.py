@@ -134,28 +134,65 @@ def build_qwen_tokenizer(out_dir: str | Path, model_max_length: int = 131072):
 def load_serializing(name_or_path: str | Path):
     """A tokenizer for encoding and decoding ids only (a rollout's prompts and answers), without
     importing transformers (about 0.8 CPU-s a process) where that changes no id and no character:
-    a directory saved from a plain `tokenizers.Tokenizer` (`tokenizer_class` TokenizersBackend, as
-    `train_bpe` and `build_qwen_tokenizer` save) whose decoding adds no clean-up is read straight
-    from its tokenizer.json (transformers runs that same object); any other (a hub model's class
-    with its own rules) is loaded through transformers (`load`). Both answer `encode` and
-    `decode(ids, skip_special_tokens=...)` the same way (tests/unit/data/test_tokenizer.py)."""
-    import json
-
+    a directory saved from a plain `tokenizers.Tokenizer` (as `train_bpe` and `build_qwen_tokenizer`
+    save: `_plain_tokenizers_dir`) is read straight from its tokenizer.json, which is the object
+    transformers would run; any other (a hub model's class with its own rules) is loaded through
+    transformers (`load`). Both answer `encode` and `decode(ids, skip_special_tokens=...)` the same way
+    (tests/unit/data/test_tokenizer.py)."""
     path = Path(name_or_path)
-    try:
-        config = json.loads((path / "tokenizer_config.json").read_text())
-    except (OSError, ValueError):
-        config = None
-    if (
-        isinstance(config, dict)
-        and config.get("tokenizer_class") == "TokenizersBackend"
-        and config.get("clean_up_tokenization_spaces") is False
-        and (path / "tokenizer.json").is_file()
-    ):
+    if (path / "tokenizer.json").is_file() and _plain_config(path):
         from tokenizers import Tokenizer
 
-        return Tokenizer.from_file(str(path / "tokenizer.json"))
+        tok = Tokenizer.from_file(str(path / "tokenizer.json"))
+        if _same_added_tokens(tok, _read_json(path / "tokenizer_config.json")):
+            return tok
     return load(name_or_path)
+
+
+def _read_json(path: Path) -> dict | None:
+    import json
+
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _plain_config(path: Path) -> bool:
+    """Whether transformers would run tokenizer.json as it is: its own class TokenizersBackend (no
+    auto_map of remote code, no model type whose hub class transformers replaces: the student's
+    qwen3 or none), no clean-up at decoding, special tokens never split."""
+    config = _read_json(path / "tokenizer_config.json")
+    model = _read_json(path / "config.json") if (path / "config.json").exists() else {}
+    return (
+        config is not None
+        and model is not None
+        and config.get("tokenizer_class") == "TokenizersBackend"
+        and config.get("clean_up_tokenization_spaces") is False
+        and not config.get("split_special_tokens", False)
+        and "auto_map" not in config
+        and "auto_map" not in model
+        and model.get("model_type") in (None, "qwen3")
+    )
+
+
+def _same_added_tokens(tok, config: dict) -> bool:
+    """Every added or named special token of tokenizer_config.json is in tokenizer.json already, with
+    the same id and kind (transformers would add or change it otherwise)."""
+    added = {t.content: (i, t.special) for i, t in tok.get_added_tokens_decoder().items()}
+    for i, entry in (config.get("added_tokens_decoder") or {}).items():
+        if added.get(entry.get("content")) != (int(i), bool(entry.get("special"))):
+            return False
+    named = [config.get(k) for k in ("bos_token", "eos_token", "unk_token", "pad_token", "sep_token",
+                                     "cls_token", "mask_token")]  # fmt: skip
+    extra = config.get("additional_special_tokens") or config.get("extra_special_tokens") or []
+    named += list(extra.values() if isinstance(extra, dict) else extra)
+    for t in named:
+        content = t.get("content") if isinstance(t, dict) else t
+        if content is not None and (content not in added or not added[content][1]):
+            return False
+    return True
 
 
 def load(name_or_path: str | Path):

@@ -38,11 +38,33 @@ def test_read_straight_from_tokenizer_json_with_the_same_ids_and_text(tok):
 
 
 @pytest.mark.parametrize(
-    "change", [{"tokenizer_class": "Qwen2Tokenizer"}, {"clean_up_tokenization_spaces": True}]
+    "change",
+    [
+        {"tokenizer_class": "Qwen2Tokenizer"},
+        {"clean_up_tokenization_spaces": True},
+        {"split_special_tokens": True},
+        {"auto_map": {"AutoTokenizer": ["mine.Tok", None]}},
+        {"added_tokens_decoder": {"5000": {"content": "<|mine|>", "special": True}}},  # not in the file
+        {"eos_token": "<|not_a_token|>"},
+        {"model_type": "qwen2"},  # config.json: transformers swaps a qwen2 model's hub class
+    ],
+    ids=lambda c: next(iter(c)),
 )
 def test_any_other_tokenizer_goes_through_transformers(tiny_tokenizer_dir, tmp_path, change):
     other = tmp_path / "tok"
     shutil.copytree(tiny_tokenizer_dir, other)
-    config = json.loads((other / "tokenizer_config.json").read_text())
-    (other / "tokenizer_config.json").write_text(json.dumps({**config, **change}))
+    if "model_type" in change:
+        (other / "config.json").write_text(json.dumps(change))
+    else:
+        config = json.loads((other / "tokenizer_config.json").read_text())
+        (other / "tokenizer_config.json").write_text(json.dumps({**config, **change}))
     assert getattr(load_serializing(other), "is_fast", False)  # transformers' own object
+
+
+def test_a_model_directory_of_the_student_is_read_straight(tiny_tokenizer_dir, tmp_path):
+    from tokenizers import Tokenizer
+
+    model = tmp_path / "model"
+    shutil.copytree(tiny_tokenizer_dir, model)
+    (model / "config.json").write_text(json.dumps({"model_type": "qwen3"}))
+    assert isinstance(load_serializing(model), Tokenizer)

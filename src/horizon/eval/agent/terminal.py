@@ -57,6 +57,9 @@ LOOK = (
     'echo -; tmux capture-pane -p -S - -t "$0"'
 )
 PANE = ("display-message", "-p", "-t", SESSION, "#{pane_pid}")
+# a look this long may have reached a sandbox's output cap (exec's max_bytes, 1 MiB): its history is
+# not reused as the output, which is then captured on its own
+REUSE_BELOW = 3 << 18
 
 
 class TerminalLost(RuntimeError):
@@ -110,6 +113,7 @@ class Terminal:
         self._previous: str | None = None
         self._pane: str | None = None  # the pane's process id (the same for the pane's life)
         self._settled: str | None = None  # the history the last wait saw idle, until keys are sent
+        self._stat_bytes = 0  # the process lines of the last look
 
     def _tmux(self, *args: str, timeout: float = 20) -> str:
         r = self.sb.exec(["tmux", *args], timeout=timeout, cwd=self.workdir)
@@ -243,7 +247,7 @@ class Terminal:
                 return False
             idle, text = looked
             if idle and text == seen:
-                self._settled = text
+                self._settled = text if len(text.encode()) + self._stat_bytes < REUSE_BELOW else None
                 return True
             seen = text if idle else None
             if time.monotonic() + IDLE_POLL > end:
@@ -258,6 +262,7 @@ class Terminal:
         except SandboxError:
             return None
         head, sep, text = r.stdout.partition("\n-\n")
+        self._stat_bytes = len(head.encode())
         if r.rc != 0 or not sep:
             return None
         procs = {}  # pid: (state, process group, the terminal's foreground group)

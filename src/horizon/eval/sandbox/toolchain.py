@@ -217,9 +217,41 @@ def _key() -> str:
     return h.hexdigest()[:16]
 
 
+MANIFEST = "manifest.json"  # beside toolchain/, outside what sandboxes see
+
+
+def _inventory(tools: Path) -> dict[str, list[int]]:
+    """Every entry under the toolchain: [size, ctime_ns]. A write, chmod, rename or new entry changes
+    a ctime, which no process can set back; a cleaner's deletion removes an entry."""
+    import os
+
+    out = {}
+    for dirpath, dirs, files in os.walk(tools):
+        for name in (".", *dirs, *files):
+            p = os.path.join(dirpath, name)
+            st = os.lstat(p)
+            out[os.path.relpath(p, tools)] = [st.st_size if name in files else 0, st.st_ctime_ns]
+    return out
+
+
+def _seal(work: Path) -> None:
+    """No group or other write bit anywhere (copies keep the environment's modes, builds the umask),
+    then the inventory that later jobs check."""
+    import os
+    import stat
+
+    for dirpath, dirs, files in os.walk(work / "toolchain"):
+        for name in (".", *dirs, *files):
+            p = os.path.join(dirpath, name)
+            st = os.lstat(p)
+            if not stat.S_ISLNK(st.st_mode) and st.st_mode & 0o022:
+                os.chmod(p, stat.S_IMODE(st.st_mode) & ~0o022)
+    (work / MANIFEST).write_text(json.dumps(_inventory(work / "toolchain"), sort_keys=True))
+
+
 def _ours(path: Path) -> bool:
-    """A finished toolchain directory that only this user could have written (not a link, owned by
-    us, writable by nobody else): another local user cannot plant one under the shared /tmp name."""
+    """A directory only this user could have written (not a link, owned by us, writable by nobody else):
+    another local user cannot plant one under the shared name."""
     import os
     import stat
 
@@ -227,21 +259,40 @@ def _ours(path: Path) -> bool:
         st = os.lstat(path)
     except FileNotFoundError:
         return False
-    return (
-        stat.S_ISDIR(st.st_mode)
-        and st.st_uid == os.geteuid()
-        and not st.st_mode & 0o022
-        and (path / "toolchain" / ".complete").is_file()
-    )
+    return stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid() and not st.st_mode & 0o022
+
+
+def _intact(path: Path) -> bool:
+    """Our toolchain as its build left it: every entry of the inventory there, none changed, none added."""
+    if not _ours(path):  # before reading anything in it
+        return False
+    try:
+        recorded = json.loads((path / MANIFEST).read_text())
+        return _ours(path / "toolchain") and _inventory(path / "toolchain") == recorded
+    except (OSError, ValueError):
+        return False
+
+
+def _private_parent(parent: Path) -> bool:
+    """A parent where no other user can rename our entry away: sticky (/tmp) or writable by us only."""
+    import os
+    import stat
+
+    st = os.stat(parent)
+    return bool(st.st_mode & stat.S_ISVTX) or (st.st_uid in (0, os.geteuid()) and not st.st_mode & 0o022)
 
 
 class shared:
     """The toolchain of this environment, built once per machine and user and reused by every later
     job (`{tmp}/horizon-toolchain-{uid}-{key}`, the key from what it is built of): a demo's 26 jobs
     that each built one spent about 0.55 CPU-s and 53 MB of writes on it. A job builds in a directory
-    of its own and renames it into place whole, so a reader never sees a part; when two jobs race,
-    the second's rename fails and it takes the first's. Sandboxes bind it read-only, as before. An
-    entry under that name that is not this user's own is refused (a private temporary one is built)."""
+    of its own, takes every group and other write bit off, records every entry's size and ctime, and
+    renames it into place whole, so a reader never sees a part; when two jobs race, the second's rename
+    fails and it takes the first's. Each job checks the entry before using it: this user's own
+    directory (not a link, writable by nobody else) whose entries are all as recorded. One of ours that
+    is not (a /tmp cleaner took files, something wrote into it) is moved away and built again; one
+    that is not ours, or a parent directory where others could swap it, gets a private toolchain for
+    the job (`temporary`), as before this existed. Sandboxes bind it read-only, as before."""
 
     def __enter__(self) -> Path:
         import os
@@ -251,24 +302,39 @@ class shared:
 
         sweep_dirs("horizon-tools-")
         self.private: temporary | None = None
-        final = Path(tempfile.gettempdir()) / f"horizon-toolchain-{os.geteuid()}-{_key()}"
-        if _ours(final):
+        parent = Path(tempfile.gettempdir())
+        final = parent / f"horizon-toolchain-{os.geteuid()}-{_key()}"
+        if not _private_parent(parent):
+            return self._private(f"{parent} is writable by others and not sticky")
+        if _intact(final):
             log.info("grader toolchain at %s (reused)", final / "toolchain")
             return final / "toolchain"
+        if _ours(final):  # ours, but not as built: out of the way (removed by the next sweep at worst)
+            log.warning("grader toolchain %s changed since its build: built again", final)
+            aside = Path(tempfile.mkdtemp(prefix=f"horizon-tools-{os.getpid()}-")) / "stale"
+            try:
+                os.rename(final, aside)
+            except OSError:
+                pass  # another job moved it first
+            shutil.rmtree(aside.parent, ignore_errors=True)
         work = Path(tempfile.mkdtemp(prefix=f"horizon-tools-{os.getpid()}-"))
         try:
             work.chmod(0o755)  # sandboxes run under other uids and bind it read-only
             build(work / "toolchain")
+            _seal(work)
             try:
                 work.rename(final)
             except OSError:
                 pass  # another job was first (or the name is taken): checked below
         finally:
             shutil.rmtree(work, ignore_errors=True)
-        if _ours(final):
+        if _intact(final):
             log.info("grader toolchain at %s (built; later jobs reuse it)", final / "toolchain")
             return final / "toolchain"
-        log.warning("%s is not this user's own toolchain: a private one for this job instead", final)
+        return self._private(f"{final} is not this user's own finished toolchain")
+
+    def _private(self, why: str) -> Path:
+        log.warning("%s: a private grader toolchain for this job instead", why)
         self.private = temporary()
         return self.private.__enter__()
 
