@@ -253,8 +253,6 @@ class LocalSandbox(Sandbox):
             argv += ["--ro-bind", str(self.root / "resolv.conf"), "/etc/resolv.conf"]
         # each scratch tmpfs may take half the memory (a full one fails with ENOSPC, not the OOM killer);
         # together they are bounded by the cgroup, which their pages are charged to
-        # each scratch tmpfs may take half the memory (a full one fails with ENOSPC, not the OOM killer);
-        # together they are bounded by the cgroup, which their pages are charged to
         mem, app = str(self.spec.memory_mb << 19), str(self.spec.storage_mb << 20)
         argv += [
             "--dev",
