@@ -114,9 +114,9 @@ class CountingSandbox(HostSandbox):
         return super().exec(argv, *a, **kw)
 
 
-def test_the_look_that_found_the_pane_idle_is_the_output(tmp_path):
-    """After a wait that saw the pane idle, the output comes from that look's history (no second
-    capture); keys sent since then make the next output a capture of its own."""
+@pytest.fixture
+def counted(tmp_path):
+    """(the counting sandbox, a started Terminal on it that waits for an idle pane)."""
     work, tmux_dir = tmp_path / "work", tmp_path / "tmux"
     work.mkdir()
     tmux_dir.mkdir()
@@ -124,37 +124,36 @@ def test_the_look_that_found_the_pane_idle_is_the_output(tmp_path):
     t = Terminal(sb, workdir=str(work), settle=30)
     try:
         t.start()
-        t.run("echo first\n", 0.1)
-        before = sb.histories
-        out = t.incremental()
-        assert sb.histories == before  # the idle look's history was used
-        assert "first" in out
-        assert t._previous == t.history()  # the same text a capture now gives
-        t.run("echo second\n", 0.1)  # seen idle ...
-        t.send("echo third\n")  # ... then keys without a wait: that look is stale
-        before = sb.histories
-        time.sleep(0.5)
-        assert "third" in t.incremental()
-        assert sb.histories == before + 1
+        yield sb, t
     finally:
         sb.exec(["tmux", "kill-server"])
 
 
-def test_a_look_near_the_output_cap_is_not_reused(tmp_path, monkeypatch):
+def test_the_look_that_found_the_pane_idle_is_the_output(counted):
+    """After a wait that saw the pane idle, the output comes from that look's history (no second
+    capture); keys sent since then make the next output a capture of its own."""
+    sb, t = counted
+    t.run("echo first\n", 0.1)
+    before = sb.histories
+    out = t.incremental()
+    assert sb.histories == before  # the idle look's history was used
+    assert "first" in out
+    assert t._previous == t.history()  # the same text a capture now gives
+    t.run("echo second\n", 0.1)  # seen idle ...
+    t.send("echo third\n")  # ... then keys without a wait: that look is stale
+    before = sb.histories
+    time.sleep(0.5)
+    assert "third" in t.incremental()
+    assert sb.histories == before + 1
+
+
+def test_a_look_near_the_output_cap_is_not_reused(counted, monkeypatch):
     """A look whose output may have been cut at the sandbox's cap: the output is captured on its own."""
     import horizon.eval.agent.terminal as terminal
 
     monkeypatch.setattr(terminal, "REUSE_BELOW", 1)  # every look counts as near the cap
-    work, tmux_dir = tmp_path / "work", tmp_path / "tmux"
-    work.mkdir()
-    tmux_dir.mkdir()
-    sb = CountingSandbox(work, tmux_dir)
-    t = Terminal(sb, workdir=str(work), settle=30)
-    try:
-        t.start()
-        t.run("echo first\n", 0.1)
-        before = sb.histories
-        assert "first" in t.incremental()
-        assert sb.histories == before + 1
-    finally:
-        sb.exec(["tmux", "kill-server"])
+    sb, t = counted
+    t.run("echo first\n", 0.1)
+    before = sb.histories
+    assert "first" in t.incremental()
+    assert sb.histories == before + 1

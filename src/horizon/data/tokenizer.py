@@ -135,8 +135,8 @@ def load_serializing(name_or_path: str | Path):
     """A tokenizer for encoding and decoding ids only (a rollout's prompts and answers), without
     importing transformers (about 0.8 CPU-s a process) where that changes no id and no character:
     a directory saved from a plain `tokenizers.Tokenizer` (as `train_bpe` and `build_qwen_tokenizer`
-    save: `_plain_tokenizers_dir`) is read straight from its tokenizer.json, which is the object
-    transformers would run; any other (a hub model's class with its own rules) is loaded through
+    save it, `_plain_config` and `_same_added_tokens`) is read straight from its tokenizer.json, which is
+    the object transformers would run; any other (a hub model's class with its own rules) is loaded through
     transformers (`load`). Both answer `encode` and `decode(ids, skip_special_tokens=...)` the same way
     (tests/unit/data/test_tokenizer.py)."""
     path = Path(name_or_path)

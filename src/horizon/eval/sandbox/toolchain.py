@@ -220,18 +220,27 @@ def _key() -> str:
 MANIFEST = "manifest.json"  # beside toolchain/, outside what sandboxes see
 
 
-def _inventory(tools: Path) -> dict[str, list[int]]:
-    """Every entry under the toolchain: [size, ctime_ns]. A write, chmod, rename or new entry changes
-    a ctime, which no process can set back; a cleaner's deletion removes an entry."""
+def _entries(root: Path):
+    """(path, lstat) of every entry under root, root included (links not followed)."""
     import os
 
-    out = {}
-    for dirpath, dirs, files in os.walk(tools):
-        for name in (".", *dirs, *files):
-            p = os.path.join(dirpath, name)
-            st = os.lstat(p)
-            out[os.path.relpath(p, tools)] = [st.st_size if name in files else 0, st.st_ctime_ns]
-    return out
+    for dirpath, dirs, files in os.walk(root):
+        yield dirpath, os.lstat(dirpath)
+        for name in files + [d for d in dirs if os.path.islink(os.path.join(dirpath, d))]:
+            path = os.path.join(dirpath, name)
+            yield path, os.lstat(path)
+
+
+def _inventory(tools: Path) -> dict[str, list[int]]:
+    """Every entry under the toolchain: [size (0 for a directory), ctime_ns]. A write, chmod, rename or
+    new entry changes a ctime, which no process can set back; a cleaner's deletion removes an entry."""
+    import os
+    import stat
+
+    return {
+        os.path.relpath(p, tools): [0 if stat.S_ISDIR(st.st_mode) else st.st_size, st.st_ctime_ns]
+        for p, st in _entries(tools)
+    }
 
 
 def _seal(work: Path) -> None:
@@ -240,12 +249,9 @@ def _seal(work: Path) -> None:
     import os
     import stat
 
-    for dirpath, dirs, files in os.walk(work / "toolchain"):
-        for name in (".", *dirs, *files):
-            p = os.path.join(dirpath, name)
-            st = os.lstat(p)
-            if not stat.S_ISLNK(st.st_mode) and st.st_mode & 0o022:
-                os.chmod(p, stat.S_IMODE(st.st_mode) & ~0o022)
+    for p, st in _entries(work / "toolchain"):
+        if not stat.S_ISLNK(st.st_mode) and st.st_mode & 0o022:
+            os.chmod(p, stat.S_IMODE(st.st_mode) & ~0o022)
     (work / MANIFEST).write_text(json.dumps(_inventory(work / "toolchain"), sort_keys=True))
 
 
