@@ -16,7 +16,7 @@ import pytest
 
 from horizon.eval.agent.prompts import Template
 from horizon.eval.agent.terminal import SESSION, Terminal
-from horizon.eval.sandbox import ExecResult
+from horizon.eval.sandbox import ExecResult, Sandbox, SandboxSpec
 from tests.conformance.conftest import VARIANTS
 
 pytestmark = pytest.mark.engine
@@ -35,13 +35,14 @@ STEPS = [  # Terminus-2's waits; both sides then wait until the pane is idle, so
 ]
 
 
-class HostSandbox:
-    """Runs argv on this machine (a private tmux server via TMUX_TMPDIR); the tmux tests' sandbox."""
+class HostSandbox(Sandbox):
+    """Runs argv on this machine (a private tmux server via TMUX_TMPDIR); the tmux tests' sandbox (a
+    Sandbox: what the protocol offers beyond exec, such as `foreground`, is its defaults)."""
 
     def __init__(self, workdir, tmux_tmpdir):
         # HOME: not this machine's own ~/.bashrc (a prompt hook that starts processes, as pyenv's does)
         self.env = {**os.environ, "TMUX_TMPDIR": str(tmux_tmpdir), "HOME": str(tmux_tmpdir)}
-        self.workdir = str(workdir)
+        self.spec = SandboxSpec(name="host-tmux", workdir=str(workdir))  # the base's `workdir` reads it
 
     def exec(self, argv, timeout=None, env=None, cwd="/app", input=None, max_bytes=1 << 20):
         p = subprocess.run(argv, cwd=self.workdir, env={**self.env, **(env or {})}, input=input,

@@ -411,3 +411,38 @@ def test_the_grader_toolchain_needs_nothing_from_the_host(sb):
         "/opt/horizon/bin/uv",
     ]
     assert sb.exec("command -v uv || echo absent").stdout.strip() == "absent"  # not on the agent's PATH
+
+
+def test_pid_1_reads_a_panes_foreground_group_and_the_terminal_looks_without_a_shell(sb, monkeypatch):
+    """pid 1's `foreground`: a process that is not there, a pane at its prompt (asleep), a pane running a
+    busy loop (not asleep), a process the agent names like a stat line. A terminal waiting for an idle
+    pane asks pid 1 after its first look and starts no shell for the looks that follow; a pane whose
+    process the agent replaced is found again through tmux."""
+    from horizon.eval.agent.terminal import Terminal
+
+    assert sb.foreground(99999) == (False, False)
+    t = Terminal(sb, settle=20)
+    t.start()
+    pane = int(t._pane)
+    assert sb.foreground(pane) == (True, True)
+    started = []
+    real = LocalSandbox.exec
+    monkeypatch.setattr(
+        LocalSandbox, "exec", lambda self, argv, *a, **kw: started.append(argv) or real(self, argv, *a, **kw)
+    )
+    fake = f"a) R 1 {pane} 1"  # read from the first ")", a running process of the pane's group
+    assert len(fake) < 16  # the kernel keeps 15 characters of a program's name
+    t.run(f"cp /bin/sleep '/tmp/{fake}' && '/tmp/{fake}' 30 &\n", 0.1)
+    assert sb.foreground(pane) == (True, True)
+    t.run("echo idle-now\n", 0.1)
+    assert "idle-now" in t.incremental()
+    assert not [a for a in started if a[0] == "sh"]  # every look: pid 1, then the capture
+    t.send("while :; do :; done\n")
+    time.sleep(0.5)
+    assert sb.foreground(pane) == (True, False)
+    assert t.look()[0] is False
+    t.send("C-c")
+    sb.exec(["tmux", "respawn-pane", "-k", "-t", "agent", "bash"])
+    t.run("echo again\n", 0.1)
+    assert int(t._pane) != pane and "again" in t.incremental()
+    assert sb.foreground(int(t._pane)) == (True, True)

@@ -51,7 +51,8 @@ MARKER = "\n[... {omitted} of {limit} ...]\n"
 IDLE_POLL = 0.05  # s between two looks at the pane when waiting for it to be idle
 # one look at the pane: the stat line of every process of the sandbox (read by the shell's builtins),
 # a line "-", the whole history. Two programs per look (the shell and one tmux client), which a wait
-# runs every IDLE_POLL s: the pane's process id is asked once (PANE), not at every look.
+# runs every IDLE_POLL s: the pane's process id is asked once (PANE), not at every look. A sandbox
+# that reads its processes itself (Sandbox.foreground) is asked instead, and the shell is not started.
 LOOK = (
     '{ for f in /proc/[0-9]*/stat; do read -r l < "$f" && printf "%s\\n" "$l"; done; } 2>/dev/null; '
     'echo -; tmux capture-pane -p -S - -t "$0"'
@@ -256,7 +257,20 @@ class Terminal:
 
     def look(self) -> tuple[bool, str] | None:
         """(is every process of the pane's foreground group asleep, the history), or None when the pane
-        cannot be read."""
+        cannot be read. A sandbox that reads its processes itself (`Sandbox.foreground`: the local
+        one's pid 1) is asked first and the history captured after, one command; else both are read
+        in one shell command (LOOK), which also finds the pane's process the first time."""
+        if self._pane is not None and self._pane.isdigit():
+            seen = self.sb.foreground(int(self._pane))
+            if seen is not None and seen[0]:
+                self._stat_bytes = 0
+                try:
+                    return seen[1], self.history()
+                except (TerminalLost, SandboxError):
+                    return None
+        return self._look_in_one_command()
+
+    def _look_in_one_command(self) -> tuple[bool, str] | None:
         try:
             r = self.sb.exec(["sh", "-c", LOOK, SESSION], timeout=20, cwd=self.workdir)
         except SandboxError:

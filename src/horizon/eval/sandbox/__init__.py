@@ -165,6 +165,12 @@ class Sandbox:
 
     grader_home = "/tmp/horizon-grader-home"
 
+    def foreground(self, pid: int) -> tuple[bool, bool] | None:
+        """(whether process `pid` exists, whether every process of its terminal's foreground process
+        group is asleep), read by the sandbox itself without starting a command; None where a backend
+        cannot (the terminal then reads /proc in the command that reads the pane)."""
+        return None
+
     def settle(self, seconds: float) -> bool:
         """Wait (at most `seconds`) until nothing in the sandbox runs; False if it stayed busy or cannot say."""
         try:  # the exec's timeout bounds the wait

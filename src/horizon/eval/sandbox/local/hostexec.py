@@ -207,9 +207,17 @@ class InitChannel:
 
     def call(self, op: str, timeout: float, **args) -> bool:
         """A request the init answers itself (settle, killall): its `done`."""
+        return bool(self.ask(op, "done", timeout, **args)["done"])
+
+    def ask(self, op: str, key: str, timeout: float, **args) -> dict:
+        """A request the init answers itself: its answer, the message holding `key` (an `error` is a
+        SandboxError)."""
         with self.lock:
             self.send({"op": op, **args})
-            return bool(self.recv("done", time.monotonic() + timeout)["done"])
+            got = self.recv(key, time.monotonic() + timeout)
+        if key not in got:
+            raise SandboxError(f"{self.name}: the sandbox's init refused {op}: {str(got.get('error'))[:200]}")
+        return got
 
     def close(self) -> None:
         self.sock.close()

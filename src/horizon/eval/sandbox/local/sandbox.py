@@ -538,6 +538,15 @@ class LocalSandbox(Sandbox):
         except SandboxError:
             return False
 
+    def foreground(self, pid: int) -> tuple[bool, bool] | None:
+        try:  # pid 1 reads /proc itself and answers with numbers: no shell started for a look
+            if self.chan is None:
+                return None
+            got = self.chan.ask("foreground", "found", 20, pid=int(pid))
+        except SandboxError:
+            return None
+        return bool(got["found"]), bool(got["asleep"])
+
     def kill_agent(self) -> None:
         """pid 1 kills everything else; if it cannot say it did (stuck at the memory limit), the host
         enters the sandbox from outside its cgroup and does it."""

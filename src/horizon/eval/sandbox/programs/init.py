@@ -17,6 +17,9 @@ Requests (one JSON message each, from the host only):
   {"op": "settle", "seconds"}: wait until no process runs or waits on disk (two scans 20 ms apart),
       at most that long; answer {"done": true|false}.
   {"op": "killall"}: kill(-1, SIGKILL) until nothing but pid 1 is left, reaping; answer {"done": ...}.
+  {"op": "foreground", "pid"}: answer {"found": 0|1, "asleep": 0|1}: whether that process exists, and
+      whether every process of its terminal's foreground process group is asleep (state S; the
+      terminal's look at an idle pane, without a shell started for it).
 What it sends back holds only numbers and its own error strings: nothing a command printed.
 
 A command starts by posix_spawn (vfork and exec: about a quarter of the CPU of forking this interpreter,
@@ -154,6 +157,24 @@ def settle(seconds):
     return False
 
 
+def foreground(pid):
+    """Whether `pid` exists, and whether the foreground process group of its terminal is all asleep."""
+    procs = {}  # pid: (state, process group, the terminal's foreground group), from each stat line
+    for p in os.listdir("/proc"):
+        if p.isdigit():
+            try:
+                with open(f"/proc/{p}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()  # the name before it is the agent's
+            except (OSError, IndexError):
+                continue
+            if len(fields) > 5:
+                procs[int(p)] = (fields[0], fields[2], fields[5])
+    if pid not in procs:
+        return {"found": 0, "asleep": 0}
+    group = [state for state, pgrp, _ in procs.values() if pgrp == procs[pid][2]]
+    return {"found": 1, "asleep": int(bool(group) and all(state == "S" for state in group))}
+
+
 def killall(sock, pending, seconds=10):
     end = time.monotonic() + seconds
     while time.monotonic() < end:
@@ -219,6 +240,8 @@ def main():
                 send(sock, {"done": settle(req["seconds"])})
             elif req["op"] == "killall":
                 send(sock, {"done": killall(sock, pending)})
+            elif req["op"] == "foreground":
+                send(sock, foreground(int(req["pid"])))
             for fd in fds:
                 os.close(fd)
 
