@@ -76,7 +76,9 @@ def main() -> None:
                 cpu, wall, rows = run_job(target, sides[side])
                 got[side].append((cpu, wall))
                 attempts[side].append(rows)
-                print(f"round {r + 1} {side}: {cpu:.2f} CPU-s, {wall:.2f} s", flush=True)
+                episodes = sum(row["episodes"] for row in rows)  # attempts may differ run to run
+                print(f"round {r + 1} {side}: {cpu:.2f} CPU-s, {wall:.2f} s, {episodes} episodes "
+                      f"({1000 * cpu / max(1, episodes):.0f} CPU-ms an episode)", flush=True)  # fmt: skip
     finally:
         subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=REPO, check=False)
     for side, runs in got.items():
