@@ -413,11 +413,21 @@ def test_the_grader_toolchain_needs_nothing_from_the_host(sb):
     assert sb.exec("command -v uv || echo absent").stdout.strip() == "absent"  # not on the agent's PATH
 
 
+def until(check, seconds: float = 20.0) -> bool:
+    """Whether `check()` holds within `seconds` (polled: a loaded machine runs the pane's commands late)."""
+    end = time.monotonic() + seconds
+    while not check():
+        if time.monotonic() > end:
+            return False
+        time.sleep(0.05)
+    return True
+
+
 def test_pid_1_reads_a_panes_foreground_group_and_the_terminal_looks_without_a_shell(sb, monkeypatch):
-    """pid 1's `foreground`: a process that is not there, a pane at its prompt (asleep), a pane running a
-    busy loop (not asleep), a process the agent names like a stat line. A terminal waiting for an idle
-    pane asks pid 1 after its first look and starts no shell for the looks that follow; a pane whose
-    process the agent replaced is found again through tmux."""
+    """pid 1's `foreground`: a process that is not there, a pane at its prompt (asleep), a process the
+    agent names like a stat line, a busy loop in the shell itself and in a child of it (not asleep). A
+    terminal waiting for an idle pane asks pid 1 after its first look and starts no shell for the looks
+    that follow; a pane whose process the agent replaced is found again through tmux."""
     from horizon.eval.agent.terminal import Terminal
 
     assert sb.foreground(99999) == (False, False)
@@ -437,12 +447,23 @@ def test_pid_1_reads_a_panes_foreground_group_and_the_terminal_looks_without_a_s
     t.run("echo idle-now\n", 0.1)
     assert "idle-now" in t.incremental()
     assert not [a for a in started if a[0] == "sh"]  # every look: pid 1, then the capture
-    t.send("while :; do :; done\n")
-    time.sleep(0.5)
-    assert sb.foreground(pane) == (True, False)
-    assert t.look()[0] is False
-    t.send("C-c")
+    for busy in ("while :; do :; done", "sh -c 'while :; do :; done'"):  # the shell; its child's group
+        t.send(busy + "\n")
+        assert until(lambda: sb.foreground(pane) == (True, False)), busy
+        assert t.look()[0] is False
+        t.send("C-c")
+        assert until(lambda: sb.foreground(pane) == (True, True)), busy
     sb.exec(["tmux", "respawn-pane", "-k", "-t", "agent", "bash"])
     t.run("echo again\n", 0.1)
     assert int(t._pane) != pane and "again" in t.incremental()
     assert sb.foreground(int(t._pane)) == (True, True)
+
+
+def test_a_program_name_of_any_bytes_does_not_stop_pid_1(sb):
+    """pid 1 reads every process's stat line when it settles or looks at a pane: a name that is not UTF-8
+    and holds ")" and a newline (the agent chooses it) is read as bytes, and pid 1 answers and goes on."""
+    sb.exec("""p="$(printf '/tmp/\\377)\\nS')"; cp /bin/sleep "$p" && nohup "$p" 30 >/dev/null 2>&1 &""")
+    assert until(lambda: "\ufffd" in sb.exec("cat /proc/[0-9]*/comm").stdout)  # running under that name
+    assert sb.foreground(99999) == (False, False)
+    assert sb.settle(1) is True
+    assert sb.exec("echo up").stdout == "up\n" and sb.diagnose().state == "healthy"

@@ -131,6 +131,7 @@ class InitChannel:
         self.sock, self.name, self.lock = sock, name, threading.Lock()
         self.unstick = unstick  # what frees pid 1 when a command's start is late (LocalSandbox's)
         self.via: str | None = None  # how pid 1 started the last command: "spawn" or "fork"
+        self.asked = 0  # the id of the last request pid 1 answers itself
 
     def send(self, obj: dict, fds: list[int] = ()) -> None:
         anc = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))] if fds else []
@@ -139,8 +140,11 @@ class InitChannel:
         except OSError as e:
             raise SandboxError(f"{self.name}: the sandbox's init does not take requests ({e})") from None
 
-    def recv(self, key: str, deadline: float | None, pid: int | None = None) -> dict:
-        """The next message holding `key` (for `pid`); others (a late exit of a killed command) are dropped."""
+    def recv(
+        self, key: str, deadline: float | None, pid: int | None = None, ident: int | None = None
+    ) -> dict:
+        """The next message holding `key` (for `pid`; answering request `ident`); others (a late exit of a
+        killed command, the late answer to a request that timed out) are dropped."""
         while True:
             left = None if deadline is None else deadline - time.monotonic()
             if left is not None and left <= 0:
@@ -162,6 +166,8 @@ class InitChannel:
                 raise SandboxError(
                     f"{self.name}: a malformed message from the sandbox's init: {data[:100]!r}"
                 )
+            if msg.get("id") != ident:  # an answer to another request (or to none: a command's messages)
+                continue
             if (key in msg or "error" in msg) and (pid is None or msg.get(key) == pid):
                 return msg
 
@@ -211,10 +217,12 @@ class InitChannel:
 
     def ask(self, op: str, key: str, timeout: float, **args) -> dict:
         """A request the init answers itself: its answer, the message holding `key` (an `error` is a
-        SandboxError)."""
+        SandboxError). Each request has an id its answer repeats, so an answer that came too late for
+        its own request is never taken for the next one's."""
         with self.lock:
-            self.send({"op": op, **args})
-            got = self.recv(key, time.monotonic() + timeout)
+            self.asked += 1
+            self.send({"op": op, "id": self.asked, **args})
+            got = self.recv(key, time.monotonic() + timeout, ident=self.asked)
         if key not in got:
             raise SandboxError(f"{self.name}: the sandbox's init refused {op}: {str(got.get('error'))[:200]}")
         return got

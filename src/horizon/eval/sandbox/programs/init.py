@@ -20,6 +20,8 @@ Requests (one JSON message each, from the host only):
   {"op": "foreground", "pid"}: answer {"found": 0|1, "asleep": 0|1}: whether that process exists, and
       whether every process of its terminal's foreground process group is asleep (state S; the
       terminal's look at an idle pane, without a shell started for it).
+  settle, killall and foreground carry an "id" that the answer repeats; one that fails is answered
+  {"error"} (pid 1 goes on).
 What it sends back holds only numbers and its own error strings: nothing a command printed.
 
 A command starts by posix_spawn (vfork and exec: about a quarter of the CPU of forking this interpreter,
@@ -137,19 +139,22 @@ def reap(sock, pending):
             send(sock, {"exit": pid, "status": exit_code(status)})
 
 
+def stats():
+    """(pid, the fields after the program's name) of every process: read as bytes and split at the last
+    ")", so a name the agent chose (any bytes, ")", spaces, newlines) is neither decoded nor a field."""
+    for p in os.listdir("/proc"):
+        if p.isdigit():
+            try:
+                with open(f"/proc/{p}/stat", "rb") as f:
+                    yield int(p), f.read().rsplit(b")", 1)[1].split()
+            except (OSError, IndexError):
+                continue  # gone since the listing
+
+
 def settle(seconds):
     end, quiet = time.monotonic() + seconds, 0
     while time.monotonic() < end:
-        busy = False
-        for p in os.listdir("/proc"):
-            if p.isdigit() and p != "1":
-                try:
-                    with open(f"/proc/{p}/stat") as f:
-                        busy = f.read().rsplit(")", 1)[1].split()[0] in ("R", "D")
-                except (OSError, IndexError):
-                    continue
-                if busy:
-                    break
+        busy = any(pid != 1 and fields[:1] in ([b"R"], [b"D"]) for pid, fields in stats())
         quiet = 0 if busy else quiet + 1
         if quiet >= 2:
             return True
@@ -159,20 +164,11 @@ def settle(seconds):
 
 def foreground(pid):
     """Whether `pid` exists, and whether the foreground process group of its terminal is all asleep."""
-    procs = {}  # pid: (state, process group, the terminal's foreground group), from each stat line
-    for p in os.listdir("/proc"):
-        if p.isdigit():
-            try:
-                with open(f"/proc/{p}/stat") as f:
-                    fields = f.read().rsplit(")", 1)[1].split()  # the name before it is the agent's
-            except (OSError, IndexError):
-                continue
-            if len(fields) > 5:
-                procs[int(p)] = (fields[0], fields[2], fields[5])
+    procs = {p: (f[0], f[2], f[5]) for p, f in stats() if len(f) > 5}  # state, group, terminal's group
     if pid not in procs:
         return {"found": 0, "asleep": 0}
     group = [state for state, pgrp, _ in procs.values() if pgrp == procs[pid][2]]
-    return {"found": 1, "asleep": int(bool(group) and all(state == "S" for state in group))}
+    return {"found": 1, "asleep": int(bool(group) and all(state == b"S" for state in group))}
 
 
 def killall(sock, pending, seconds=10):
@@ -185,6 +181,13 @@ def killall(sock, pending, seconds=10):
         reap(sock, pending)
         time.sleep(0.002)
     return False
+
+
+ANSWERED = {  # the requests pid 1 answers itself: (request, socket, pending commands) -> answer
+    "settle": lambda req, sock, pending: {"done": settle(req["seconds"])},
+    "killall": lambda req, sock, pending: {"done": killall(sock, pending)},
+    "foreground": lambda req, sock, pending: foreground(int(req["pid"])),
+}
 
 
 def main():
@@ -236,12 +239,12 @@ def main():
                     os.killpg(req["pid"], signal.SIGKILL)
                 except OSError:
                     pass
-            elif req["op"] == "settle":
-                send(sock, {"done": settle(req["seconds"])})
-            elif req["op"] == "killall":
-                send(sock, {"done": killall(sock, pending)})
-            elif req["op"] == "foreground":
-                send(sock, foreground(int(req["pid"])))
+            elif req["op"] in ANSWERED:
+                try:  # pid 1 answers, whatever it met; the id ties the answer to its request
+                    reply = ANSWERED[req["op"]](req, sock, pending)
+                except Exception as e:  # noqa: BLE001 - its own words only: the type, no agent's bytes
+                    reply = {"error": f"pid 1 could not answer {req['op']}: {type(e).__name__}"}
+                send(sock, {**reply, "id": req.get("id")})
             for fd in fds:
                 os.close(fd)
 
