@@ -231,3 +231,13 @@ def _merge_of(lines: list[str], p: list[str], q: list[str]) -> bool:
             (i, j + 1) for i, j in ok if j < len(q) and q[j] == line
         }
     return (len(p), len(q)) in ok
+
+
+def checkpoint_written(state: Path) -> bool:
+    """A checkpoint's trainer_state.json written to the end: transformers writes it last and not at
+    once, so a kill can land inside its write (the product then treats the checkpoint as incomplete)."""
+    try:
+        json.loads(state.read_text())
+    except (OSError, ValueError):
+        return False
+    return True

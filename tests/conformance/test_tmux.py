@@ -143,7 +143,9 @@ def test_the_look_that_found_the_pane_idle_is_the_output(counted):
     t.run("echo second\n", 0.1)  # seen idle ...
     t.send("echo third\n")  # ... then keys without a wait: that look is stale
     before = sb.histories
-    time.sleep(0.5)
+    deadline = time.monotonic() + 20  # the visible screen (not counted) until the echo has run
+    while time.monotonic() < deadline and "\nthird\n" not in t.screen() + "\n":
+        time.sleep(0.05)
     assert "third" in t.incremental()
     assert sb.histories == before + 1
 

@@ -44,7 +44,7 @@ import pytest
 
 from horizon.report.metrics import read_attempts
 from tests.engine_fixtures import sandboxes_left, session_processes
-from tests.helpers import BIN, DEMO_TASKS, REPO, interleaved, snakemake, tiny_demo_config
+from tests.helpers import BIN, DEMO_TASKS, REPO, checkpoint_written, interleaved, snakemake, tiny_demo_config
 
 pytestmark = pytest.mark.slow(minutes=8)
 
@@ -80,7 +80,7 @@ def journaled(p: Path) -> list[str]:
 KILL_POINTS = {  # what the workdir shows when a job is in the middle of its stage
     "tokenize": lambda d: list(d.glob("results/tokens/.shard-*.parquet.tmp-*")),
     "train": lambda d: [
-        p for p in d.glob("results/checkpoints/*/checkpoint-*/trainer_state.json") if parses(p)
+        p for p in d.glob("results/checkpoints/*/checkpoint-*/trainer_state.json") if checkpoint_written(p)
     ],
     "score": lambda d: [
         p
@@ -91,15 +91,6 @@ KILL_POINTS = {  # what the workdir shows when a job is in the middle of its sta
         p for p in d.glob("results/rollouts/*/*/r*/attempts.partial.jsonl") if len(journaled(p)) >= 2
     ],
 }
-
-
-def parses(state: Path) -> bool:
-    """A checkpoint's trainer_state.json written to the end (the kill can land inside its write)."""
-    try:
-        json.loads(state.read_text())
-    except (OSError, ValueError):
-        return False
-    return True
 
 
 def final_shard(partial: Path) -> Path:
@@ -118,7 +109,7 @@ def run_until(workdir: Path, point: str, timeout: float = 900) -> dict | None:
     )
     deadline = time.time() + timeout
     while proc.poll() is None and time.time() < deadline:
-        if KILL_POINTS[point](workdir):
+        if KILL_POINTS[point](workdir) and frozen_at(proc.pid, point, workdir):
             jobs = session_processes(proc.pid)  # the harnesses whose sandboxes must end with them
             os.killpg(proc.pid, signal.SIGKILL)  # the job processes are in snakemake's process group
             proc.wait()
@@ -130,6 +121,17 @@ def run_until(workdir: Path, point: str, timeout: float = 900) -> dict | None:
         time.sleep(0.05)
     proc.wait()
     return None
+
+
+def frozen_at(group: int, point: str, workdir: Path) -> bool:
+    """Stop the run's process group and look again: the kill then lands where the look saw it (the scan
+    of the session's processes takes longer than a tokenizer's temporary file lives). Resumed if the
+    point has passed in between."""
+    os.killpg(group, signal.SIGSTOP)
+    if KILL_POINTS[point](workdir):
+        return True
+    os.killpg(group, signal.SIGCONT)
+    return False
 
 
 def started(log_text: str) -> list[tuple[str, int, int]]:
@@ -153,7 +155,7 @@ def snapshot(d: Path) -> dict:
             (t, a) for t, a, _ in started(log.read_text())
         }
     checkpoints = {}
-    for state in filter(parses, res.glob("checkpoints/*/checkpoint-*/trainer_state.json")):
+    for state in filter(checkpoint_written, res.glob("checkpoints/*/checkpoint-*/trainer_state.json")):
         model, step = state.parent.parent.name, int(state.parent.name.rsplit("-", 1)[1])
         checkpoints[model] = max(step, checkpoints.get(model, 0))
     return {

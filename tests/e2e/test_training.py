@@ -16,7 +16,7 @@ import torch
 from horizon import config as hc
 from horizon.train.examples import Collator, Examples, TrainSpec
 from horizon.train.launch import train_model
-from tests.helpers import REPO, snakemake, write_config
+from tests.helpers import REPO, checkpoint_written, snakemake, write_config
 
 pytestmark = pytest.mark.slow
 
@@ -129,7 +129,7 @@ def kill_after_first_checkpoint(s, tmp_path, job: str = SFT_JOB) -> None:
     ckpts = Path(s.checkpoints)
     deadline = time.time() + 600
     while (
-        not list(ckpts.glob("checkpoint-*/trainer_state.json"))
+        not any(map(checkpoint_written, ckpts.glob("checkpoint-*/trainer_state.json")))
         and time.time() < deadline
         and proc.poll() is None
     ):
@@ -229,7 +229,7 @@ def test_a_killed_run_resumes_from_its_last_checkpoint(tiny_corpus, tmp_path):
     ckpts = tmp_path / "results/checkpoints/single-K512"
     deadline = time.time() + 300
     while (
-        not list(ckpts.glob("checkpoint-*/trainer_state.json"))
+        not any(map(checkpoint_written, ckpts.glob("checkpoint-*/trainer_state.json")))
         and time.time() < deadline
         and proc.poll() is None
     ):
@@ -238,7 +238,9 @@ def test_a_killed_run_resumes_from_its_last_checkpoint(tiny_corpus, tmp_path):
     proc.wait()
     wait_for_workers_to_end("single-K512/spec.json")  # list the checkpoints once none can be completed
     complete = [
-        int(p.name.split("-")[1]) for p in ckpts.glob("checkpoint-*") if (p / "trainer_state.json").exists()
+        int(p.name.split("-")[1])
+        for p in ckpts.glob("checkpoint-*")
+        if checkpoint_written(p / "trainer_state.json")
     ]
     done_before = max(complete)
     assert 5 <= done_before < 80 and not (tmp_path / target).exists()

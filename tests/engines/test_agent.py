@@ -2,7 +2,6 @@
 
 import json
 import os
-import time
 
 import pytest
 
@@ -80,9 +79,8 @@ def test_parse_errors_run_nothing_and_are_reported(tools):
 
 
 def test_garbage_forever_ends_as_parse_exhausted(tools):
-    t = time.monotonic()
     rec = attempt(tools, ["I will not answer in JSON."], max_consecutive_parse_errors=4)
-    assert rec["failure_mode"] == "parse_exhausted" and rec["episodes"] == 4 and time.monotonic() - t < 20
+    assert rec["failure_mode"] == "parse_exhausted" and rec["episodes"] == 4 and rec["timing"]["agent"] < 10
 
 
 IDLE = {"capture": "idle", "capture_idle_max_s": 30}  # the screen read once the command is done, however slow
@@ -94,10 +92,11 @@ def test_errors_in_observations_are_signatures(tools):
 
 
 def test_sleep_forever_ends_at_the_agent_timeout(tools):
-    t = time.monotonic()
     rec = attempt(tools, [answer("sleep 100000\n", duration=100000)], timeout=3)
     assert rec["ended"] == "agent_timeout" and rec["failure_mode"] == "agent_timeout"
-    assert time.monotonic() - t < 3 + 15  # the wait was cut at the deadline, then the tests ran
+    assert (
+        rec["timing"]["agent"] < 3 + 7
+    )  # the wait was cut at the deadline (the phase, not the whole attempt)
 
 
 def test_long_output_keeps_head_and_tail(tools):
@@ -171,14 +170,13 @@ def test_writes_outside_app_fail_and_the_host_is_untouched(tools, tmp_path):
 
 
 def test_fork_bomb_ends_the_attempt_as_sandbox_exhausted_and_leaves_nothing(tools):
-    t = time.monotonic()
     # the next answers leave the task unsolved: keystrokes typed into a saturated shell can still run
     # when a fork gets through, and the grade reads the sandbox's final state (a solving echo made
     # one run in five a success, with the attempt still ended by the exhaustion)
     wrong = [answer("echo nope > /app/out.txt\n"), answer(done=True), answer(done=True)]
     rec = attempt(tools, [answer(":(){ :|:& };:\n", duration=2), *wrong], timeout=20)
     assert rec["failure_mode"] == "sandbox_exhausted" and rec["ended"] == "sandbox_exhausted"
-    assert "at its limits (processes" in rec["evidence"] and time.monotonic() - t < 60
+    assert "at its limits (processes" in rec["evidence"] and rec["timing"]["agent"] < 20 + 20
 
 
 def test_killing_tmux_ends_the_attempt_as_terminal_lost(tools):

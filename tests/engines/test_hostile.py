@@ -67,10 +67,11 @@ def model(trick: str, check: str):
     return answer
 
 
-def probe(kind, tools, trick, check="true", task=HELLO):
+def probe(kind, tools, trick, check="true", task=HELLO, agent=None):
     """One attempt; its record, its conversation and `ran` (the check's status, None if never shown)."""
+    agent = agent or AgentConfig()
     ctx = RunContext(
-        kind, ScriptedBackend(model(trick, check)), TEMPLATE, AgentConfig(), [], {"toolchain": tools}, "probe"
+        kind, ScriptedBackend(model(trick, check)), TEMPLATE, agent, [], {"toolchain": tools}, "probe"
     )
     out = run_attempt(task, 0, 0, ctx, 0, LiveSandboxes(), None)
     seen = [MARK.search(m["content"]) for m in out.messages if m["role"] == "user"]
@@ -208,7 +209,8 @@ def test_no_secret_of_the_harness_is_readable_inside(kind, tools, monkeypatch):
     monkeypatch.setenv("HORIZON_PROBE_SECRET", SECRET)  # as an API key in the rollout job's environment
     pattern = SECRET[:-1] + f"[{SECRET[-1]}]"  # grep's own command line must not match
     trick = f"cat /proc/[0-9]*/environ /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' '\\n' | grep -c '{pattern}'; env | grep -c HORIZON"
-    rec = probe(kind, tools, trick)
+    # the screen read once the pipeline is done (a timed read 0.5 s after the keys can come before its output)
+    rec = probe(kind, tools, trick, agent=AgentConfig(capture="idle", capture_idle_max_s=30))
     seen = rec["messages"][2]["content"]
     assert rec["ran"] == 0 and SECRET not in seen and "\n0\n0" in seen, seen
 

@@ -150,7 +150,7 @@ def test_an_agent_stopping_every_process_cannot_hold_pid_1(sb):
 def test_exec_timeout_kills_the_command(sb):
     t = time.monotonic()
     r = sb.exec("sleep 100", timeout=0.5)
-    assert r.timed_out and time.monotonic() - t < 5
+    assert r.timed_out and time.monotonic() - t < 10
 
 
 def test_output_is_capped_not_buffered_unbounded(sb):

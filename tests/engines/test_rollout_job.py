@@ -57,9 +57,11 @@ def test_sigterm_mid_attempt_then_resume(tools, tmp_path):
     ]
     proc = subprocess.Popen(args, stderr=subprocess.PIPE, text=True)
     wait_for(lambda: partial.exists() and partial.read_text().count("\n") >= 2, "two attempts recorded")
-    # mid-attempt: the next attempts' agents are running their first command (sleep 2) in their sandboxes
-    wait_for(lambda: sandboxed("sleep\x002\x00"), "an agent's `sleep 2` running in a sandbox")
-    assert sandbox_processes({proc.pid}), "expected sandboxes up mid-attempt"
+
+    def mid_attempt():  # the next attempts' agents running their first command (sleep 2) in the job's sandboxes
+        return sandboxed("sleep\x002\x00") and sandbox_processes({proc.pid})
+
+    wait_for(mid_attempt, "an agent's `sleep 2` running in a sandbox of the job")
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode != 0 and "tearing down" in err

@@ -6,9 +6,14 @@ to the first container that asks (once per daemon and process). Everywhere, a th
 layer's size while the attempt runs; over the limit it calls `on_exceed` once (the sandbox then
 stops the container: the writer ends at once, and the attempt is the agent's `sandbox_exhausted`).
 The layer's size comes from the daemon's API (`SizeRw`, what `docker ps -s` shows), which walks the
-layer's files: on a local daemon it is asked only when the daemon's disk (statvfs of its data root,
-every POLL_S) has lost GATE bytes since the last answer, or every SLOW_S; on a remote one every
-SLOW_S / 4. Each interval grows with the cost of a poll (a layer of many files takes longer).
+layer's files, so it is asked only when there is a reason (`due`). On a local daemon the watch reads
+the daemon's disk (statvfs of its data root, every POLL_S: microseconds) and asks when the disk has
+lost more than what is left of the limit since the last answer (the layer may be over it: at once,
+whatever a measurement costs), or GATE bytes, or SLOW_S have passed (these two at most a fifth of the
+time: a layer of many files takes long to walk); on a remote daemon every SLOW_S / 4, at most a fifth
+of the time. The first rule bounds how far a fast writer gets past the limit by what it writes in a
+poll and a measurement, however slow the machine (a 2-core machine under load once let `dd` reach
+769 MB of a 256 MB limit when the measurements themselves set the pace).
 """
 
 from __future__ import annotations
@@ -22,9 +27,10 @@ from collections.abc import Callable
 from horizon.eval.sandbox.docker.image import sdk_errors
 
 log = logging.getLogger("horizon.eval.sandbox.docker")
-POLL_S = 0.25
+POLL_S = 0.05
 SLOW_S = 4.0
-GATE = 64 << 20  # the daemon's disk losing this much since the last measurement: measure the layer now
+GATE = 64 << 20  # the daemon's disk losing this much since the last measurement: measure the layer soon
+FLOOR = 8 << 20  # near the limit, a measurement per this much of the disk lost at most
 _enforced: dict[str, bool] = {}  # daemon -> whether storage_opt size is honoured
 
 
@@ -76,6 +82,19 @@ def layer_size(client, container_id: str) -> int | None:
     return int(found[0].get("SizeRw") or 0) if found else None
 
 
+def due(lost: int | None, left: int, since: float, cost: float) -> bool:
+    """Whether to measure the layer now: `lost` bytes of the daemon's disk since the last measurement
+    (None: not readable here), `left` bytes of the limit past the last size measured, `since` and
+    `cost` seconds since the last measurement and that measurement's own time."""
+    if lost is not None and lost >= max(left, FLOOR):
+        return True  # the layer may be over the limit
+    if since < 5 * cost:
+        return False  # the daemon walks a layer at most a fifth of the time
+    if lost is None:
+        return since >= SLOW_S / 4
+    return lost >= GATE or since >= SLOW_S
+
+
 class StorageWatch:
     """Polls the layer's size; `on_exceed(size)` once when it is over `limit` bytes; `peak` the largest seen."""
 
@@ -101,18 +120,17 @@ class StorageWatch:
             return None
 
     def _run(self) -> None:
-        interval, last_free, last_time = POLL_S, self._free(), 0.0
-        while not self._stop.wait(interval):
+        last_free, last_time, cost, last_size = self._free(), 0.0, 0.0, 0
+        while not self._stop.wait(POLL_S if self.disk else SLOW_S / 4):
             free, now = self._free(), time.monotonic()
-            due = now - last_time >= (SLOW_S if free is not None else SLOW_S / 4)
-            if not due and (free is None or last_free is None or last_free - free < GATE):
+            lost = None if free is None or last_free is None else last_free - free
+            if not due(lost, self.limit - last_size, now - last_time, cost):
                 continue
             size = layer_size(self.client, self.id)
-            last_free, last_time = free, now
-            interval = max(POLL_S, 5 * (time.monotonic() - now))  # the daemon measures a fifth of the time
+            last_free, last_time, cost = free, now, time.monotonic() - now
             if size is None:
                 continue
-            self.peak = max(self.peak, size)
+            last_size, self.peak = size, max(self.peak, size)
             if size > self.limit and not self.fired:
                 self.fired = True
                 self.on_exceed(size)
