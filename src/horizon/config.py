@@ -196,12 +196,6 @@ def check_report(cfg: Mapping) -> None:
         raise ConfigError("config key annotate.labels: two labels have the same name")
 
 
-def refine_train(cfg: Mapping) -> dict:
-    """The training settings of a refinement from theta1: train's, with refine.epochs where set."""
-    epochs = (cfg.get("refine") or {}).get("epochs")
-    return {**cfg["train"], **({"epochs": epochs} if epochs is not None else {})}
-
-
 SOURCE_KEYS = ("source", "configs", "config_patterns", "revision", "confirmation_pattern", "collect")
 
 

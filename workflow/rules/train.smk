@@ -42,7 +42,7 @@ rule refine:
     priority: lambda wc: G.priority(ModelName.refine(wc.h2, wc.selection, wc.rho))
     params:
         horizon=lambda wc: int(wc.h2),
-        train=hc.refine_train(config),
+        train=config["train"],
         seed=config["seed"],
         checkpoints=f"{R}/checkpoints",
     script:

@@ -5,7 +5,7 @@ by a throughput, and spreads the GPU-hours over the GPUs the profile gives each 
 
   tokenize     corpus tokens / tokens per s of a job (CPU), tokenize.shards jobs at once
   train        epochs x sum over training trajectories of min(length, K) tokens / tokens per GPU-s;
-               refinements: refine.epochs (else epochs) x ceil(rho x scored pool) x the pool's mean min(length, H2)
+               refinements: epochs x ceil(rho x scored pool) x the pool's mean min(length, H2)
   score        the pool's tokens up to H2 / tokens per GPU-s, score.shards jobs at once
   diagnostics  the curves' trajectories under every single-stage model and theta1 (a rough count)
   rollouts     models x tasks x attempts x repeats; a job (one per model x repeat) runs
@@ -25,7 +25,6 @@ from pathlib import Path
 
 import numpy as np
 
-from horizon.config import refine_train
 from horizon.grid import Grid, ModelName
 from horizon.report.measured import from_results
 from horizon.report.plan_inputs import (
@@ -140,7 +139,6 @@ def plan(
     measured = measured or {}
     grid = Grid.from_config(cfg)
     epochs, cpu_procs = cfg["train"]["epochs"], cfg["train"]["cpu_processes"]
-    refine_epochs = refine_train(cfg)["epochs"]
     heldout = measured.get("heldout")
     heldout = default_heldout(cfg, lengths) if heldout is None else heldout
     corpus = lengths.tokens(math.inf)
@@ -168,7 +166,7 @@ def plan(
         rows.append(_score_row(cfg, grid, h2, pool, rates, prof))
         for s in (s for s in grid.subsets if s.h2 == h2):
             kept = pool.count if s.selection == "all" else keep_count(s.rho, int(round(pool.scored)))
-            tokens = refine_epochs * kept * (pool.tokens / pool.count if pool.count else 0.0)
+            tokens = epochs * kept * (pool.tokens / pool.count if pool.count else 0.0)
             rows.append(_train_row(str(s.model), tokens, rates, prof, cpu_procs, timings.get(str(s.model))))
     rows.append(_diagnostics_row(cfg, grid, lengths, rates, prof))
     if grid.dmpo is not None:

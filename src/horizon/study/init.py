@@ -64,7 +64,6 @@ CPU_EVAL = {
     "max_consecutive_parse_errors": 3,
     "sampling": {"temperature": 0.6, "top_p": 1.0, "max_tokens": 256},
 }
-CPU_REFINE_EPOCHS = 16  # from theta1, already trained CPU_TRAIN's 24
 CPU_REPORT = {"rel_k": [1, 2], "fragile_max": 1}
 CLUSTER_TRAIN = {"epochs": 2, "lr": 1.0e-5, "per_device_batch": 1, "global_batch": 4, "deepspeed": "zero3"}
 CLUSTER_EVAL = {"attempts": 8, "repeats": 4, "sandbox": "docker", "backend": "vllm", "include_base": True}
@@ -184,11 +183,6 @@ def study_choices(mode: str, scan: SourceScan, horizons: list[int], why: str) ->
         by_key["refine.rho"],
         Choice("refine.selections", ["top", "bottom", "random"], "the paper's three selections"),
         Choice("refine.two_stage_full", True, "also refine on the whole pool (refine-H<H2>-all-100)"),
-        *(
-            [Choice("refine.epochs", CPU_REFINE_EPOCHS, "the demo's: theta1 is trained already")]
-            if mode == "cpu"
-            else []
-        ),
         by_key["score.shards"],
         by_key["score.pool"],
     ]

@@ -77,15 +77,6 @@ def test_plan_arithmetic_on_a_small_config(small):
     assert sum(x.gpu_hours for x in r.values()) == pytest.approx(total)
 
 
-def test_refine_epochs_set_the_refinements_tokens_and_nothing_else(small):
-    cfg, prof, _ = small
-    before = rows_of(cfg, prof)
-    after = rows_of(hc.validate({**SMALL, "refine": {**SMALL["refine"], "epochs": 3}}), prof)
-    assert after["train refine-H200-top-50"].amount == pytest.approx(137_500 / 2 * 3)
-    assert after["train single-K100"].amount == before["train single-K100"].amount
-    assert hc.refine_train(cfg) == cfg["train"]  # absent: train's epochs, as in the paper
-
-
 def test_dmpo_adds_its_preference_rollouts_and_its_run(small):
     import copy
 
