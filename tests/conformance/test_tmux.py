@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import time
 
 import pytest
 
@@ -18,6 +17,7 @@ from horizon.eval.agent.prompts import Template
 from horizon.eval.agent.terminal import SESSION, Terminal
 from horizon.eval.sandbox import ExecResult, Sandbox, SandboxSpec
 from tests.conformance.conftest import VARIANTS
+from tests.helpers import wait_for
 
 pytestmark = pytest.mark.engine
 
@@ -143,9 +143,7 @@ def test_the_look_that_found_the_pane_idle_is_the_output(counted):
     t.run("echo second\n", 0.1)  # seen idle ...
     t.send("echo third\n")  # ... then keys without a wait: that look is stale
     before = sb.histories
-    deadline = time.monotonic() + 20  # the visible screen (not counted) until the echo has run
-    while time.monotonic() < deadline and "\nthird\n" not in t.screen() + "\n":
-        time.sleep(0.05)
+    wait_for(lambda: "\nthird\n" in t.screen() + "\n", "the echo's output", timeout=20)  # screen: not counted
     assert "third" in t.incremental()
     assert sb.histories == before + 1
 

@@ -18,7 +18,7 @@ from horizon.eval.sandbox.docker.sandbox import DockerSandbox, client
 from horizon.eval.tasks.benchmark import load_harbor, load_tb1
 from horizon.terminus import Command, render_response
 from tests.doubles.backends import ScriptedBackend
-from tests.helpers import FIXTURES, REPO
+from tests.helpers import FIXTURES, REPO, wait_for
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow(minutes=2)]
 TEMPLATE = Template.load(REPO / "demo" / "prompt.yaml")
@@ -133,11 +133,7 @@ def test_sigterm_mid_attempt_leaves_no_container(dockerd, tools, tmp_path):
         text=True,
         cwd=REPO,  # the job imports the FAKE model from tests.doubles
     )
-    deadline, up = time.time() + 120, []
-    while time.time() < deadline and len(up) < 2:
-        time.sleep(0.2)
-        up = ours(dockerd)
-    assert len(up) == 2, f"expected two containers mid-attempt: {up}"
+    wait_for(lambda: len(ours(dockerd)) == 2, "two containers mid-attempt", timeout=120, poll=0.2)
     time.sleep(2)
     proc.send_signal(signal.SIGTERM)
     proc.communicate(timeout=120)

@@ -24,7 +24,7 @@ from horizon.report.tables import TableInputs, write_table
 from horizon.terminus import parse
 from tests.doubles.servers import FAKE_VLLM, scripted_answers
 from tests.engine_fixtures import ensure_debian_package, unavailable
-from tests.helpers import HARBOR_RUN_TASKS, REPO
+from tests.helpers import HARBOR_RUN_TASKS, REPO, wait_for
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow(minutes=2)]
 
@@ -172,16 +172,14 @@ def test_harbor_engine_sigterm_stops_harbor_and_its_containers_then_resumes(dock
     out = Path(args["out"])
     job = out.parent / "harbor" / "job"
     proc = subprocess.Popen([sys.executable, "-c", JOB, json.dumps(args)], stderr=subprocess.PIPE, text=True)
-    deadline = time.time() + 300
-    kept: set[str] = set()
-    running: list[str] = []
-    # One look at both, SIGTERM right after it: between two trials no container runs, so a second look
-    # could find none even though the job is mid-way (it did once in CI).
-    while time.time() < deadline and not (kept and running) and len(kept) < 4:
-        time.sleep(0.2)
+
+    # finished trials and running ones in one look, SIGTERM right after it: between two trials no
+    # container runs, so a second look could find none (it did once in CI)
+    def mid_job():
         kept = {p.parent.name for p in job.glob("*/result.json")}
-        running = compose_containers()
-    assert kept and running, f"expected finished trials and running ones: {sorted(kept)}, {running}"
+        return kept if kept and compose_containers() else None
+
+    kept = wait_for(mid_job, "finished trials and running ones", timeout=300, poll=0.2)
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=300)
     assert proc.returncode != 0 and "stopping Harbor" in err, err[-3000:]
