@@ -6,7 +6,7 @@ differently with the number of rows in the call (1-3 row calls take other kernel
 and a dot product over the keys rounds differently with how many keys a kernel blocks together. So
 no row here ever sees the shape of the call it is in:
 - every matmul gets a multiple of ROWS rows (the flat token batch, the rows of the LM head and each
-  attention query block are padded with dummy rows);
+  attention query block are padded with dummy rows), and a scores matmul at most QUERY_ROWS of them;
 - attention scores are one matmul (per run of consecutive cache slots) over the keys padded to a
   multiple of BLOCK, masked (-inf) beyond each query's position, so how far the padding goes changes
   no score and no softmax; the weighted sum over the values is one matmul per block of BLOCK keys (a
@@ -35,6 +35,7 @@ import numpy as np
 
 ROWS = 4  # every matmul gets a multiple of this many rows (the batcher checks it at start)
 BLOCK = 128  # keys per block of the attention's weighted sum
+QUERY_ROWS = 64  # the most query rows in one scores matmul (more can take another kernel: see attend)
 
 
 def up(n: int, m: int) -> int:
@@ -187,26 +188,42 @@ def scores(torch, q, layer: int, pool: KVPool, g: Group, j: int, n: int, scaling
 
 
 def attend(torch, q, layer: int, pool: KVPool, g: Group, scaling: float):
-    """One group's attention: q [tokens of the group, heads, d] -> [tokens, heads * d]."""
+    """One group's attention: q [tokens of the group, heads, d] -> [tokens, heads * d].
+
+    A prefill's query rows go QUERY_ROWS at a time: with many rows the scores matmul can take another
+    kernel than a decoding step's few and round otherwise (on a CPU of 2026-12-03, 128 rows against the
+    pool's keys did, 16 to 96 did not); each row's scores, softmax and weighted sum are its own, so the
+    split changes nothing else."""
     n_heads, d = q.shape[1], q.shape[2]
     kv = pool.kv_heads
     per, s_, t = n_heads // kv, len(g.slots), g.tokens
     q = q.view(s_, t, kv, per, d).permute(0, 2, 3, 1, 4).reshape(s_ * kv, per * t, d)
     q = torch.nn.functional.pad(q, (0, 0, 0, g.rows - per * t))
+    parts = [attend_rows(torch, q, layer, pool, g, scaling, r) for r in range(0, g.rows, QUERY_ROWS)]
+    o = torch.cat(parts, dim=2) if len(parts) > 1 else parts[0]
+    o = o[:, :, : per * t].reshape(s_, kv, per, t, d).permute(0, 3, 1, 2, 4)
+    return o.reshape(s_ * t, n_heads * d)
+
+
+def attend_rows(torch, q, layer: int, pool: KVPool, g: Group, scaling: float, first: int):
+    """The attention of query rows first..first+QUERY_ROWS-1 of every (segment, kv head): [S, kv, R, d]."""
+    d, kv = q.shape[-1], pool.kv_heads
+    q = q[:, first : first + QUERY_ROWS]
+    rows = q.shape[1]
+    bias = g.bias if g.bias.shape[1] == 1 else g.bias[:, first : first + rows]
+    g = Group(g.first, g.tokens, g.slots, bias, rows, g.length, g.blocks)
     outs = []
     for j, n in runs(g.slots):
         p = scores(torch, q, layer, pool, g, j, n, scaling).to(q.dtype)
         blocks = p.shape[-1] // BLOCK
         # [n, blocks, kv, R, BLOCK]: each segment's blocks one contiguous batch for its values' matmul
-        p = p.view(n, kv, g.rows, blocks, BLOCK).permute(0, 3, 1, 2, 4).contiguous()
+        p = p.view(n, kv, rows, blocks, BLOCK).permute(0, 3, 1, 2, 4).contiguous()
         for i in range(n):  # one segment's value blocks are a view of its slot
             nb = g.blocks[j + i]  # the run's blocks past this segment would add zeros
             v = pool.v[layer][g.slots[j + i], :nb].view(-1, BLOCK, d)
-            o = torch.bmm(p[i, :nb].view(-1, g.rows, BLOCK), v)
-            outs.append(o.view(nb, kv, g.rows, d).sum(0))  # the blocks added in order
-    o = torch.stack(outs) if s_ > 1 else outs[0][None]
-    o = o[:, :, : per * t].reshape(s_, kv, per, t, d).permute(0, 3, 1, 2, 4)
-    return o.reshape(s_ * t, n_heads * d)
+            o = torch.bmm(p[i, :nb].view(-1, rows, BLOCK), v)
+            outs.append(o.view(nb, kv, rows, d).sum(0))  # the blocks added in order
+    return torch.stack(outs) if len(outs) > 1 else outs[0][None]
 
 
 @dataclass
