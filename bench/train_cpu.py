@@ -1,11 +1,13 @@
 #!/usr/bin/env python
 """Training step throughput on CPU: our trainer set-up vs a plain HF Trainer, same examples, same run.
 
-  python bench/train_cpu.py [--steps 60] [--horizon 1024]
+  python bench/train_cpu.py [--steps 60] [--horizon 1024] [--precision bf16|fp32] [--layers 4] [--batch 1]
+                            [--threads 2] [--ours-only]
 
 Both train the same random-init tiny Qwen3 (~1M parameters) on the same horizon-truncated
-examples with the same arguments (bf16 autocast, AdamW, cosine, batch 1); the baseline feeds the
-Trainer python lists through DataCollatorForSeq2Seq, as a plain HF script would.
+examples with the same arguments (bf16 autocast by default, AdamW, cosine, batch 1); the baseline feeds the
+Trainer python lists through DataCollatorForSeq2Seq, as a plain HF script would. --ours-only times our
+set-up alone (bench/cpu_precision.py runs it so, once per precision and CPU instruction set).
 """
 
 from __future__ import annotations
@@ -28,6 +30,11 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=60)
     ap.add_argument("--horizon", type=int, default=1024)
+    ap.add_argument("--precision", choices=("bf16", "fp32"), default="bf16")
+    ap.add_argument("--layers", type=int, default=4)
+    ap.add_argument("--batch", type=int, default=1, help="sequences per optimizer step")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--ours-only", action="store_true")
     a = ap.parse_args()
 
     import torch
@@ -42,7 +49,7 @@ def main() -> None:
     from horizon.train.worker import make_trainer, training_arguments
     from tests.doubles.corpora import corpus
 
-    torch.set_num_threads(2)
+    torch.set_num_threads(a.threads)
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         with open(tmp / "c.jsonl", "w") as fh:
@@ -54,7 +61,7 @@ def main() -> None:
             "vocab_size": 1024,
             "hidden_size": 128,
             "intermediate_size": 384,
-            "num_hidden_layers": 4,
+            "num_hidden_layers": a.layers,
             "num_attention_heads": 4,
             "num_key_value_heads": 2,
             "head_dim": 32,
@@ -70,9 +77,10 @@ def main() -> None:
             save_steps=10**9,
             epochs=1,
             lr=1e-3,
-            bf16=True,
+            bf16=a.precision == "bf16",
             optim="adamw_torch",
-            global_batch=1,  # one sequence per step, as the token count below assumes
+            global_batch=a.batch,
+            per_device_batch=a.batch,
         )
         spec = TrainSpec(
             name="bench",
@@ -87,8 +95,8 @@ def main() -> None:
         )
         meta = build_examples(spec)
         examples = Examples(spec.examples_path)
-        n = min(a.steps, len(examples))
-        tokens = sum(len(examples[i]["input_ids"]) for i in range(n))
+        n = min(a.steps, len(examples) // a.batch)  # optimizer steps, within one epoch
+        tokens = sum(len(examples[i]["input_ids"]) for i in range(n * a.batch))  # batches padded to K
 
         def timed(trainer) -> float:
             trainer.args.max_steps = n
@@ -97,6 +105,14 @@ def main() -> None:
             return time.perf_counter() - t
 
         ours, _tok = make_trainer(spec)
+        if a.ours_only:
+            timed(ours)  # warm-up
+            t_ours = min(timed(ours) for _ in range(3))
+            print(
+                f"train ours ({a.precision}, {a.layers} layers, K={a.horizon}, batch {a.batch}, "
+                f"{a.threads} threads): {tokens / t_ours:,.0f} tok/s"
+            )
+            return
 
         # the baseline: python lists, a stock collator, the same model and arguments
         plain_rows = []

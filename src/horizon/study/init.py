@@ -45,7 +45,7 @@ CPU_TRAIN = {
     "warmup_ratio": 0.05,
     "per_device_batch": 4,
     "global_batch": 4,
-    "bf16": True,
+    "bf16": "auto",  # fp32 on a CPU without AMX, where bf16 runs emulated (bench/cpu_precision.py)
     "deepspeed": None,
     "gradient_checkpointing": False,
     "save_steps": 100,

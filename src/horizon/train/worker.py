@@ -81,7 +81,7 @@ def training_arguments(spec: TrainSpec, on_cpu: bool):
         max_grad_norm=t["max_grad_norm"],
         per_device_train_batch_size=t["per_device_batch"],
         gradient_accumulation_steps=accumulation,
-        bf16=t["bf16"],
+        bf16=use_bf16(t["bf16"], on_cpu),
         deepspeed=deepspeed_config(t["deepspeed"]),
         **_checkpointing_args(t["gradient_checkpointing"]),
         save_strategy="steps",
@@ -105,6 +105,34 @@ def training_arguments(spec: TrainSpec, on_cpu: bool):
     )
 
 
+def cpu_has_amx() -> bool:
+    """Whether this CPU multiplies bf16 natively (AMX tiles); torch's private probe, False where it is missing."""
+    import torch
+
+    probe = getattr(torch.cpu, "_is_amx_tile_supported", None)
+    return bool(probe and probe())
+
+
+def use_bf16(value: bool | str, on_cpu: bool) -> bool:
+    """train.bf16 resolved for this machine. `auto`: bf16 on a GPU and on a CPU with AMX, fp32 on any other
+    CPU, where oneDNN runs bf16 matmuls on emulated or narrower paths (bench/cpu_precision.py measured the
+    demo's student 1.3x (AVX512-BF16) to 9x (AVX2) slower than in fp32, docs/performance.md)."""
+    if value == "auto":
+        return not on_cpu or cpu_has_amx()
+    return bool(value)
+
+
+def cpu_bf16_warning(value: bool | str, on_cpu: bool, amx: bool) -> str | None:
+    """What to tell a user who asked for bf16 (true, not auto) on a CPU without AMX, else None. Only a
+    warning: the key is the user's choice."""
+    if value is not True or not on_cpu or amx:
+        return None
+    return (
+        "train.bf16 is true but this CPU has no AMX: bf16 autocast runs emulated here, measured 1.3-9x slower "
+        "than fp32 (bench/cpu_precision.py); train.bf16: auto (or false) trains in fp32 on such a CPU"
+    )
+
+
 def load_for_training(spec):
     """(arguments, tokenizer, model) of a training spec (SFT's or DMPO's), set up in the order DeepSpeed
     needs: the arguments (and the process group) before the weights, so that ZeRO-3 shards them at load."""
@@ -114,6 +142,9 @@ def load_for_training(spec):
     on_cpu = not torch.cuda.is_available()
     if on_cpu and os.environ.get("OMP_NUM_THREADS"):
         torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
+    warning = cpu_bf16_warning(spec.train["bf16"], on_cpu, on_cpu and cpu_has_amx())
+    if warning:
+        log.warning("%s (training %s)", warning, spec.name)
     args = training_arguments(spec, on_cpu)
     _ = args.device  # initialises the process group now, so that zero.Init sees the whole world
     if on_cpu and args.deepspeed:
@@ -122,7 +153,7 @@ def load_for_training(spec):
 
         deepspeed.init_distributed(dist_backend="gloo")
     tokenizer = AutoTokenizer.from_pretrained(spec.tokenizer)
-    dtype = torch.bfloat16 if (spec.train["bf16"] and not on_cpu) else torch.float32
+    dtype = torch.bfloat16 if (use_bf16(spec.train["bf16"], on_cpu) and not on_cpu) else torch.float32
     model = AutoModelForCausalLM.from_pretrained(
         spec.model_init, dtype=dtype, attn_implementation=spec.train["attn_implementation"]
     )

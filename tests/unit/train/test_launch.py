@@ -156,3 +156,74 @@ def test_launch_time_check_uses_the_world_this_job_has():
     assert check_batch(spec(cpu_processes=2), slurm2, gpus=0) == 1
     with pytest.raises(hc.GlobalBatchError, match=r"world size 8 .*\(m: 2 node\(s\) x 4 GPUs\)"):
         check_batch(spec(), slurm2, gpus=4)
+
+
+def test_bf16_on_a_cpu_without_amx_is_named_with_its_key():
+    """bf16 autocast without AMX is emulated (bench/cpu_precision.py: 1.3-9x slower than fp32): asked for
+    (true), the worker says so and names the key; fp32, auto, a GPU and an AMX CPU train silently."""
+    from horizon.train.worker import cpu_bf16_warning
+
+    warning = cpu_bf16_warning(True, on_cpu=True, amx=False)
+    assert warning and "train.bf16: auto" in warning and "AMX" in warning
+    assert cpu_bf16_warning(False, on_cpu=True, amx=False) is None
+    assert cpu_bf16_warning(True, on_cpu=False, amx=False) is None
+    assert cpu_bf16_warning(True, on_cpu=True, amx=True) is None
+    assert (
+        cpu_bf16_warning("auto", on_cpu=True, amx=False) is None
+    )  # auto takes fp32 there  # auto takes fp32 there
+
+
+@pytest.mark.parametrize(
+    ("value", "on_cpu", "amx", "bf16"),
+    [
+        ("auto", False, False, True),
+        ("auto", True, True, True),
+        ("auto", True, False, False),
+        (True, True, False, True),
+        (False, False, True, False),
+    ],
+)
+def test_train_bf16_auto_takes_fp32_on_a_cpu_without_amx(monkeypatch, value, on_cpu, amx, bf16):
+    from horizon.train import worker
+
+    monkeypatch.setattr(worker, "cpu_has_amx", lambda: amx)
+    assert worker.use_bf16(value, on_cpu) is bf16
+    train = hc.load(REPO / "demo" / "config.yaml")["train"] | {"bf16": value}
+    spec = TrainSpec(
+        name="k",
+        model_init="m",
+        tokenizer="m",
+        token_shards=[],
+        horizon=8,
+        output="o",
+        checkpoints="c",
+        train=train,
+        seed=0,
+    )
+    assert worker.training_arguments(spec, on_cpu=True).bf16 is worker.use_bf16(value, True)
+
+
+def test_bf16_warning_reaches_the_training_log(tmp_path, caplog, monkeypatch):
+    """load_for_training logs it before any weight is read (a model path that does not exist still warns)."""
+    import logging
+
+    from horizon.train import worker
+
+    monkeypatch.setattr(worker, "cpu_has_amx", lambda: False)
+    train = hc.load(REPO / "demo" / "config.yaml")["train"] | {"bf16": True}
+    spec = TrainSpec(
+        name="k",
+        model_init=str(tmp_path / "none"),
+        tokenizer=str(tmp_path / "none"),
+        token_shards=[],
+        horizon=8,
+        output=str(tmp_path / "o"),
+        checkpoints=str(tmp_path / "c"),
+        train=train,
+        seed=0,
+    )
+    with caplog.at_level(logging.WARNING, logger="horizon.train.worker"), pytest.raises(OSError):
+        worker.load_for_training(spec)
+    assert any(
+        "train.bf16 is true" in r.getMessage() and "(training k)" in r.getMessage() for r in caplog.records
+    )
