@@ -7,7 +7,8 @@ The demo's student (two layers, K=640, batch 4, one thread: demo/config.yaml and
 through our trainer set-up (bench/train_cpu.py --ours-only) in both precisions, once per oneDNN
 instruction-set cap (ONEDNN_MAX_CPU_ISA). A cap stands in for a CPU without the newer units: oneDNN,
 which runs torch's bf16 matmuls on a CPU, then takes the paths such a CPU has (AMX, AVX512-BF16, plain
-AVX-512, AVX2); fp32 matmuls go through MKL and are not capped. Prints tokens per second per cell and,
+AVX-512, AVX2); fp32 matmuls go through MKL and are not capped. A stand-in, not such a CPU: there torch
+may route bf16 matmuls to its own kernels instead of oneDNN's. Prints tokens per second per cell and,
 per cap, fp32's speed over bf16's (the baseline). A cap above this CPU's units measures nothing new.
 """
 

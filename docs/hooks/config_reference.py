@@ -63,6 +63,11 @@ def _type(node: dict, defs: dict) -> str:
     return " or ".join(out)
 
 
+def _yaml(value) -> str:
+    """A scalar as a config file spells it (true, not True)."""
+    return json.dumps(value) if isinstance(value, bool) or value is None else str(value)
+
+
 def _allowed(node: dict) -> str:
     bounds = [
         ("minimum", "≥ {}"),
@@ -75,12 +80,12 @@ def _allowed(node: dict) -> str:
     ]
     out = [fmt.format(node[key]) for key, fmt in bounds if key in node]
     if "enum" in node:
-        out.insert(0, ", ".join(f"`{v}`" for v in node["enum"]))
+        out.insert(0, ", ".join(f"`{_yaml(v)}`" for v in node["enum"]))
     if "const" in node:
         out.insert(0, f"only `{json.dumps(node['const'])}`")
     items = node.get("items")
     if isinstance(items, dict) and "enum" in items:
-        out.append("each one of " + ", ".join(f"`{v}`" for v in items["enum"]))
+        out.append("each one of " + ", ".join(f"`{_yaml(v)}`" for v in items["enum"]))
     if node.get("uniqueItems"):
         out.append("no duplicates")
     if "pattern" in node:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import functools
+import json
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
@@ -55,7 +56,7 @@ def _describe(err, section: tuple[str, ...] = ()) -> str:
     """One line for a jsonschema ValidationError, naming the key and what is allowed."""
     key = _key([*section, *err.absolute_path])
     if err.validator == "enum":
-        allowed = ", ".join(map(str, err.validator_value))
+        allowed = _allowed(err.validator_value)
         return f"config key {key}: {err.instance!r} is not allowed (allowed: {allowed})"
     if err.validator == "additionalProperties":
         allowed = ", ".join(sorted(err.schema.get("properties", {})))
@@ -112,7 +113,8 @@ def check_paths(cfg: Mapping, mode: str = "error", base: str | Path = ".") -> No
 
 
 def _allowed(values) -> str:
-    return ", ".join(map(str, values))
+    """Values as a config file spells them (true, not True)."""
+    return ", ".join(json.dumps(v) if isinstance(v, bool) or v is None else str(v) for v in values)
 
 
 def check_grid(cfg: Mapping) -> None:

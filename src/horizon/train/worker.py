@@ -128,8 +128,8 @@ def cpu_bf16_warning(value: bool | str, on_cpu: bool, amx: bool) -> str | None:
     if value is not True or not on_cpu or amx:
         return None
     return (
-        "train.bf16 is true but this CPU has no AMX: bf16 autocast runs emulated here, measured 1.3-9x slower "
-        "than fp32 (bench/cpu_precision.py); train.bf16: auto (or false) trains in fp32 on such a CPU"
+        "train.bf16 is true but this CPU has no AMX: bf16 autocast runs emulated here (1.3-9x slower "
+        "than fp32 in bench/cpu_precision.py); train.bf16: auto (or false) trains in fp32 on such a CPU"
     )
 
 

@@ -168,9 +168,20 @@ def test_bf16_on_a_cpu_without_amx_is_named_with_its_key():
     assert cpu_bf16_warning(False, on_cpu=True, amx=False) is None
     assert cpu_bf16_warning(True, on_cpu=False, amx=False) is None
     assert cpu_bf16_warning(True, on_cpu=True, amx=True) is None
-    assert (
-        cpu_bf16_warning("auto", on_cpu=True, amx=False) is None
-    )  # auto takes fp32 there  # auto takes fp32 there
+    # auto takes fp32 there
+    assert cpu_bf16_warning("auto", on_cpu=True, amx=False) is None
+
+
+def test_a_wrong_train_bf16_names_its_values_as_yaml_spells_them(tmp_path):
+    import yaml
+
+    cfg = yaml.safe_load((REPO / "demo" / "config.yaml").read_text())
+    cfg["train"]["bf16"] = "yes-please"
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(cfg))
+    with pytest.raises(
+        Exception, match=r"train\.bf16: 'yes-please' is not allowed \(allowed: true, false, auto\)"
+    ):
+        hc.load(tmp_path / "c.yaml")
 
 
 @pytest.mark.parametrize(
@@ -207,9 +218,12 @@ def test_bf16_warning_reaches_the_training_log(tmp_path, caplog, monkeypatch):
     """load_for_training logs it before any weight is read (a model path that does not exist still warns)."""
     import logging
 
+    import torch
+
     from horizon.train import worker
 
     monkeypatch.setattr(worker, "cpu_has_amx", lambda: False)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # the CPU path, on a GPU host too
     train = hc.load(REPO / "demo" / "config.yaml")["train"] | {"bf16": True}
     spec = TrainSpec(
         name="k",

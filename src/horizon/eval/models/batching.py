@@ -26,7 +26,7 @@ import time
 import weakref
 from dataclasses import dataclass, field
 
-from horizon.eval.models.kvstep import Qwen3Step, make_group, make_plan
+from horizon.eval.models.kvstep import QUERY_ROWS, Qwen3Step, make_group, make_plan
 
 log = logging.getLogger("horizon.eval.models.batching")
 
@@ -139,20 +139,28 @@ class Batcher:
 
     def _check_invariance(self) -> None:
         """Check on this machine that a token decoded next to another conversation, after a cached prefix,
-        gets the bits of a full re-encode; pad to more rows if not; raise if that does not help either."""
+        gets the bits of a full re-encode; pad to more rows if not; raise if that does not help either.
+        Two probes: 50 tokens decoded after 250 (three key blocks), and one after 99 (one key block, where a
+        prefill's many query rows took another kernel than a decode's few on a CPU of 2026-12-03)."""
         torch, vocab = self.torch, self.step_fn.embed.shape[0]
         seq = torch.randint(0, vocab, (300,), generator=torch.Generator().manual_seed(0)).tolist()
         for rows in (self.step_fn.rows, 8, 16):
+            assert QUERY_ROWS % rows == 0, (QUERY_ROWS, rows)  # attention chunks stay whole padded rows
             self.step_fn.rows = rows
-            want = self.run_step([(self.session(), seq)])[0]
-            mine, other = self.session(), self.session()
-            self.run_step([(mine, seq[:250]), (other, seq[:40])])
-            for tok, filler in zip(seq[250:], seq[40:]):
-                got = self.run_step([(mine, [tok]), (other, [filler])])[0]
-            if torch.equal(got, want):
+            if self._decodes_as_encoded(seq, 250) and self._decodes_as_encoded(seq[:100], 99):
                 return
             log.warning("generation engine: %d-row matmuls are not row invariant on this machine", rows)
         raise ValueError("the generation engine's step is not batch invariant on this machine")
+
+    def _decodes_as_encoded(self, seq: list[int], cached: int) -> bool:
+        """Whether seq[cached:], decoded a token a step beside another conversation after seq[:cached] was
+        encoded, ends on the logits of seq encoded whole."""
+        want = self.run_step([(self.session(), seq)])[0]
+        mine, other = self.session(), self.session()
+        self.run_step([(mine, seq[:cached]), (other, seq[:40])])
+        for tok, filler in zip(seq[cached:], seq[40:]):
+            got = self.run_step([(mine, [tok]), (other, [filler])])[0]
+        return self.torch.equal(got, want)
 
     # -- called from the attempts' threads
 

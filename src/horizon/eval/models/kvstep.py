@@ -2,7 +2,9 @@
 attending to its own cached keys and values, with results that do not depend on the step.
 
 Why the results do not depend on the cache or the batch. On CPU a float32 matmul row can round
-differently with the number of rows in the call (1-3 row calls take other kernels than 4+ row ones),
+differently with the number of rows in the call (on one CPU 1-3 row calls took other kernels than 4+
+row ones; on a CPU with AMX of 2026-12-03, 4 and 8 than 16+: the batcher checks at start and pads to 8
+or 16 rows where 4 are not enough),
 and a dot product over the keys rounds differently with how many keys a kernel blocks together. So
 no row here ever sees the shape of the call it is in:
 - every matmul gets a multiple of ROWS rows (the flat token batch, the rows of the LM head and each
@@ -191,9 +193,9 @@ def attend(torch, q, layer: int, pool: KVPool, g: Group, scaling: float):
     """One group's attention: q [tokens of the group, heads, d] -> [tokens, heads * d].
 
     A prefill's query rows go QUERY_ROWS at a time: with many rows the scores matmul can take another
-    kernel than a decoding step's few and round otherwise (on a CPU of 2026-12-03, 128 rows against the
-    pool's keys did, 16 to 96 did not); each row's scores, softmax and weighted sum are its own, so the
-    split changes nothing else."""
+    kernel than a decoding step's few and round otherwise (on a CPU of 2026-12-03, 128 query rows over one
+    block of the pool's keys did, 16 to 96 did not); each row's scores, softmax and weighted sum are its
+    own, so the split changes nothing else."""
     n_heads, d = q.shape[1], q.shape[2]
     kv = pool.kv_heads
     per, s_, t = n_heads // kv, len(g.slots), g.tokens

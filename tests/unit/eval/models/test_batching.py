@@ -312,6 +312,24 @@ def test_a_machine_whose_kernels_are_not_batch_invariant_gets_plain_generate(
     assert b.batcher is None and "not batch invariant on this machine" in caplog.text
 
 
+def test_the_start_check_sees_a_prefill_kernel_inside_one_key_block(model, monkeypatch):
+    """A CPU of 2026-12-03 rounded a prefill's attention (many query rows over one block of keys)
+    otherwise than a decode's (few rows): simulated here by nudging the scores of such calls only, the
+    engine's start check must see it at every padding and refuse the engine (the three-block probe alone
+    did not)."""
+    from horizon.eval.models import kvstep
+
+    score = kvstep.scores
+
+    def one_block_kernel(torch_, q, layer, pool, g, j, n, scaling):
+        p = score(torch_, q, layer, pool, g, j, n, scaling)
+        return p * (1 + 2**-20) if q.shape[1] > 16 and p.shape[-1] == kvstep.BLOCK else p
+
+    monkeypatch.setattr(kvstep, "scores", one_block_kernel)
+    with pytest.raises(ValueError, match="not batch invariant on this machine"):
+        Batcher(model, eos_token_id=-1)
+
+
 def test_a_summarised_history_falls_back_cleanly(tiny_corpus):
     """As when the agent loop summarises its history between episodes (a summary call, then a shorter,
     rewritten conversation): the call after it reuses only what is still common, says so, and answers
