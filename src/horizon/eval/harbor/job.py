@@ -48,6 +48,7 @@ from horizon.resources import asset
 log = logging.getLogger("horizon.eval.harbor")
 
 GRACE_S = 90.0  # Harbor's own teardown after SIGTERM (about 20 s per batch of trials here)
+LEFTOVER_S = 2.0  # after a stop, the wait before the second look for containers still being created
 AGENT = "terminus-2"
 
 
@@ -258,6 +259,19 @@ def _progress(job_dir: Path, total: int, stop: threading.Event) -> None:
         log.info("harbor: %d/%d trials finished", done, total)
 
 
+def _stop_leftovers(proc, job_dir: Path, env: dict) -> None:
+    """Kill what is left of Harbor's process group and remove its trials' containers. Harbor can end its
+    own teardown while a `docker compose up` it started is still creating a trial's container (a CI run
+    found one left): the group's compose clients die here, and a create the daemon already took is swept
+    by a second look a moment later."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    remove_containers(job_dir, env)
+    time.sleep(LEFTOVER_S)
+    remove_containers(job_dir, env)
+
+
 def run_harbor(argv: list[str], env: dict, cwd: Path, log_path: Path, job_dir: Path, total: int) -> None:
     """Run Harbor to its end; on SIGTERM/SIGINT stop it (and its containers), then raise KeyboardInterrupt."""
     log.info("running %s (log: %s)", " ".join(argv), log_path)
@@ -294,11 +308,8 @@ def run_harbor(argv: list[str], env: dict, cwd: Path, log_path: Path, job_dir: P
         stop.set()
         for s, h in old.items():
             signal.signal(s, h)
-        if proc.poll() is None:  # still up: past the grace period, or an error of ours
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-            remove_containers(job_dir, env)
+        if proc.poll() is None or signalled:  # past the grace period, an error of ours, or stopped
+            _stop_leftovers(proc, job_dir, env)
     if signalled:
         raise KeyboardInterrupt
     if proc.returncode != 0:
