@@ -153,7 +153,8 @@ def load_for_training(spec):
 
         deepspeed.init_distributed(dist_backend="gloo")
     tokenizer = AutoTokenizer.from_pretrained(spec.tokenizer)
-    dtype = torch.bfloat16 if (use_bf16(spec.train["bf16"], on_cpu) and not on_cpu) else torch.float32
+    # bf16 weights on a GPU only: on a CPU bf16 is autocast over fp32 weights
+    dtype = torch.bfloat16 if (not on_cpu and use_bf16(spec.train["bf16"], on_cpu)) else torch.float32
     model = AutoModelForCausalLM.from_pretrained(
         spec.model_init, dtype=dtype, attn_implementation=spec.train["attn_implementation"]
     )
