@@ -26,6 +26,11 @@ speed: between two uninterrupted runs of this grid (then with single-K640 too: 4
 Terminus-2's timing (1 or 2 of them captures taken before the shell had printed everything);
 `python bench/terminal_divergence.py` on this grid, 2026-12-01 at 5b35c65 and 15ebc96, 2 loaded cores.
 
+An agent timeout is the clock too, the model's time included: the config keeps the demo's
+eval.agent_timeout_s (600 s), far above any attempt here; with the tasks' 120 s, a resumed run slowed by
+its neighbours once recorded agent_timeout where the reference ended at max_episodes after the same
+messages (31 s there, 123 s here; CI of c1ccdcc).
+
 The tables are the crash run's own, from its own records, and equal the reference run's byte for byte
 (training hours masked); where attempts differed as above, the reference's tables are rebuilt from a
 copy of the reference with the crash run's records of those attempts (the crash run's files are never
@@ -289,7 +294,9 @@ def compare_attempts(ref: Path, crash: Path) -> list[tuple[str, str, int]]:
             where = f"{rel.parent} {k}"
             mx, my = tx["messages"], ty["messages"]
             first = next((i for i, (u, v) in enumerate(zip(mx, my)) if u != v), None)
-            assert first is not None, f"{where}: the same messages ({len(mx)} vs {len(my)}), another record"
+            assert first is not None, (
+                f"{where}: the same messages ({len(mx)} vs {len(my)}), another record: {record_diff(x, y, tx, ty)}"
+            )
             assert first > 0 and mx[first]["role"] == my[first]["role"] == "user", (
                 f"{where}: the model answered the same conversation differently (message {first})"
             )
@@ -302,6 +309,16 @@ def compare_attempts(ref: Path, crash: Path) -> list[tuple[str, str, int]]:
             diverged.append((str(rel.parent), *k))
     assert len(diverged) <= MAX_INTERLEAVED, f"{len(diverged)} attempts saw interleaved writes: {diverged}"
     return diverged
+
+
+def record_diff(x: dict, y: dict, tx: dict, ty: dict) -> dict:
+    """The fields (of the record, then of the transcript) that differ but for the clock: reference, crash."""
+    out = {}
+    for a, b in ((comparable(x), comparable(y)), (comparable(tx), comparable(ty))):
+        for f in sorted(set(a) | set(b)):
+            if f not in out and a.get(f) != b.get(f):
+                out[f] = (a.get(f), b.get(f))
+    return out
 
 
 def answers(messages: list[dict]) -> list[str]:
