@@ -2,6 +2,7 @@
 """How many attempts differ between uninterrupted runs of the same rollouts, per `eval.capture`.
 
   python bench/terminal_divergence.py WORKDIR [--runs 3] [--capture timed idle]
+  python bench/terminal_divergence.py --compare RUN_A RUN_B     # two finished runs, nothing rerun
 
 WORKDIR holds a finished run of a config (its `config.yaml` and `results/`, e.g. the crash test's
 grid: the tests' `tiny_demo_config` with tests/e2e/test_crash.py's SMALLER, run once with Snakemake).
@@ -11,7 +12,8 @@ modes alternating, each in a copy of WORKDIR without its rollouts, on the same t
 attempt by attempt: the record and the transcript without wall-clock fields (seconds, timing,
 pytest's "in 0.02s"). Per pair it prints how many attempts differ, and for each the first message
 that differs (the model answers the same conversation the same way, so it is what the terminal
-showed), and per mode the wall seconds of each run.
+showed), and per mode the wall seconds of each run. With --compare, two finished runs of one config
+(two `make demo`s, each directory holding results/) are compared the same way and nothing runs.
 """
 
 from __future__ import annotations
@@ -81,10 +83,20 @@ def differences(a: Path, b: Path) -> list[str]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("workdir", type=Path)
+    ap.add_argument("workdir", type=Path, nargs="?")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--capture", nargs="+", default=["timed", "idle"])
+    ap.add_argument("--compare", nargs=2, type=Path, metavar=("RUN_A", "RUN_B"))
     a = ap.parse_args()
+    if a.compare:
+        x, y = a.compare
+        diff = differences(x, y)
+        n = len(list(x.glob("results/rollouts/*/*/r*/transcripts/*/*.json")))
+        print(f"{x} vs {y}: {len(diff)} of {n} attempts differ")
+        print("\n".join(diff))
+        return
+    if a.workdir is None:
+        ap.error("WORKDIR is required without --compare")
     with tempfile.TemporaryDirectory(prefix="terminal-divergence-") as tmp:
         runs = {c: [Path(tmp) / f"{c}-{i}" for i in range(a.runs)] for c in a.capture}
         seconds: dict[str, list[float]] = {c: [] for c in a.capture}
