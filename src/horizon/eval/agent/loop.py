@@ -271,6 +271,13 @@ def run_loop(
 NO_DEADLINE = 10 * 365 * 86400.0
 
 
+def agent_deadline(cfg: AgentConfig, task_timeout: float | None) -> float:
+    """When the attempt's agent time ends (time.monotonic): eval.agent_timeout_s over the task's own; with
+    neither (a Harbor task without agent.timeout_sec) a deadline no attempt reaches. Wall-clock time, the
+    model's included, as Terminus-2 counts it."""
+    return time.monotonic() + (cfg.agent_timeout or task_timeout or NO_DEADLINE)
+
+
 def run_agent(
     sandbox: Sandbox,
     backend: Backend,
@@ -281,8 +288,7 @@ def run_agent(
     seed: int,
     signatures: list[str] = (),
 ) -> AgentResult:
-    # no timeout at all (a Harbor task without agent.timeout_sec): a deadline no attempt reaches
-    deadline = time.monotonic() + (cfg.agent_timeout or timeout or NO_DEADLINE)
+    deadline = agent_deadline(cfg, timeout)
     terminal = Terminal(
         sandbox,
         template.turns["terminal_screen"],

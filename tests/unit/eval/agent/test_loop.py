@@ -6,9 +6,11 @@ and bad input from the model or the endpoint.
 """
 
 import json
+import time
 
+from horizon.eval.agent.loop import AgentConfig, _Loop, agent_deadline
 from horizon.eval.agent.prompts import Template
-from tests.conformance.harness import run_ours
+from tests.conformance.harness import ScriptedModel, ScriptedTerminal, run_ours
 from tests.conformance.scenarios import LS, OBS, SUMMARY, ans, scenario
 from tests.helpers import REPO
 
@@ -90,3 +92,48 @@ def test_transcript_is_json():
     r = run_ours(scenario([ans("ls\n"), ans(done=True), ans(done=True)], [LS]), DEMO)
     json.dumps(r["result"].messages)
     assert [m["role"] for m in r["result"].messages] == ["user", "assistant"] * 3
+
+
+class SlowModel(ScriptedModel):
+    """FAKE model whose every answer takes `seconds` of wall-clock time (a model on a loaded CPU)."""
+
+    def __init__(self, replies, seconds: float):
+        super().__init__(replies)
+        self.seconds = seconds
+
+    def complete(self, messages, seed, max_tokens, timeout=None):
+        time.sleep(self.seconds)
+        return super().complete(messages, seed, max_tokens, timeout)
+
+
+def test_the_agent_timeout_counts_the_models_time_and_the_config_overrides_the_tasks():
+    """The crash test's CI failure in small: the same answers end at max_episodes under a generous timeout
+    and as agent_timeout when the model is slow against the task's own timeout (the demo sets
+    eval.agent_timeout_s for that reason)."""
+    sc = scenario([ans("ls\n")] * 3, [LS] * 3)
+    ended = {}
+    for name, cfg in (
+        ("task's", AgentConfig(max_episodes=3)),
+        ("config's", AgentConfig(max_episodes=3, agent_timeout=60)),
+    ):
+        loop = _Loop(
+            ScriptedTerminal(sc), SlowModel(sc["replies"], 0.2), DEMO, cfg, 0, agent_deadline(cfg, 0.5), []
+        )
+        res = loop.run("x", "$ ")
+        ended[name] = (res.ended, res.episodes, [m["content"] for m in res.messages])
+    assert ended["task's"][0] == "agent_timeout" and ended["config's"][0] == "max_episodes"
+    assert ended["task's"][1:] == ended["config's"][1:]  # the same episodes and messages either way
+    assert agent_deadline(AgentConfig(), None) - time.monotonic() > 365 * 86400  # neither: no deadline
+
+
+def test_the_demos_agent_timeout_is_above_its_tasks():
+    """On 2 shared cores the model's time depends on the machine's load: the demo's table must not turn on
+    the tasks' own 120 s."""
+    from horizon.config import load
+    from horizon.eval.rollout import agent_config
+    from horizon.eval.settings import EvalSettings
+    from horizon.eval.tasks.benchmark import load_harbor
+
+    agent = agent_config(EvalSettings.from_config(load(REPO / "demo" / "config.yaml")["eval"]))
+    tasks = [load_harbor(d) for d in sorted((REPO / "demo" / "tasks").iterdir()) if d.is_dir()]
+    assert len(tasks) == 12 and agent.agent_timeout >= 5 * max(t.agent_timeout for t in tasks)
