@@ -13,7 +13,8 @@ attempt by attempt: the record and the transcript without wall-clock fields (sec
 pytest's "in 0.02s"). Per pair it prints how many attempts differ, and for each the first message
 that differs (the model answers the same conversation the same way, so it is what the terminal
 showed), and per mode the wall seconds of each run. With --compare, two finished runs of one config
-(two `make demo`s, each directory holding results/) are compared the same way and nothing runs.
+(two `make demo`s, each directory holding results/) are compared the same way, DMPO's preference
+rollouts too, and nothing runs.
 """
 
 from __future__ import annotations
@@ -60,15 +61,28 @@ def rerun(src: Path, dest: Path, capture: str) -> float:
     return time.monotonic() - t0
 
 
+ROLLOUTS = ("results/rollouts/*/*/r*/attempts.jsonl", "results/dmpo/*/rollouts/s*/attempts.jsonl")
+
+
+def records(path: Path) -> dict:
+    return {(r["task"], r["attempt"]): r for r in map(json.loads, path.read_text().splitlines())}
+
+
 def differences(a: Path, b: Path) -> list[str]:
+    """Every attempt of run `a` (the evaluation's and DMPO's preference rollouts) against run `b`."""
     out = []
-    for pa in sorted(a.glob("results/rollouts/*/*/r*/attempts.jsonl")):
+    for pa in sorted(p for pattern in ROLLOUTS for p in a.glob(pattern)):
         rel = pa.relative_to(a)
-        ra = {(r["task"], r["attempt"]): r for r in map(json.loads, pa.read_text().splitlines())}
-        rb = {(r["task"], r["attempt"]): r for r in map(json.loads, (b / rel).read_text().splitlines())}
-        for k, x in ra.items():
-            tx, ty = (json.loads((d / r["transcript"]).read_text()) for d, r in ((a, x), (b, rb[k])))
-            if comparable(x) == comparable(rb[k]) and comparable(tx) == comparable(ty):
+        if not (b / rel).exists():
+            out.append(f"  {rel}: not in {b}")
+            continue
+        ra, rb = records(pa), records(b / rel)
+        for k in sorted(ra.keys() ^ rb.keys()):
+            out.append(f"  {rel.parent} {k}: only in {a if k in ra else b}")
+        for k in sorted(ra.keys() & rb.keys()):
+            x, y = ra[k], rb[k]
+            tx, ty = (json.loads((d / r["transcript"]).read_text()) for d, r in ((a, x), (b, y)))
+            if comparable(x) == comparable(y) and comparable(tx) == comparable(ty):
                 continue
             mx, my = tx["messages"], ty["messages"]
             first = next((i for i, (u, v) in enumerate(zip(mx, my)) if u != v), None)
@@ -89,9 +103,11 @@ def main() -> None:
     ap.add_argument("--compare", nargs=2, type=Path, metavar=("RUN_A", "RUN_B"))
     a = ap.parse_args()
     if a.compare:
+        if a.workdir is not None:
+            ap.error("--compare takes two finished runs and no WORKDIR")
         x, y = a.compare
         diff = differences(x, y)
-        n = len(list(x.glob("results/rollouts/*/*/r*/transcripts/*/*.json")))
+        n = sum(len(records(p)) for pattern in ROLLOUTS for p in x.glob(pattern))
         print(f"{x} vs {y}: {len(diff)} of {n} attempts differ")
         print("\n".join(diff))
         return

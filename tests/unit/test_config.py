@@ -75,6 +75,7 @@ def test_grid_models_in_table_order():
         ),
         ({"typo_key": 1}, "<top level>", "allowed keys"),
         ({"eval": {"context": "truncate"}}, "eval.context", "summarize, stop"),
+        ({"eval": {"agent_timeout_s": 0}}, "eval.agent_timeout_s", "less than or equal to the minimum of 0"),
         ({"eval": {"history_thinking": "some"}}, "eval.history_thinking", "keep, drop"),
         (
             {"eval": {"summarize_threshold": 40000}},

@@ -95,21 +95,23 @@ def test_transcript_is_json():
 
 
 class SlowModel(ScriptedModel):
-    """FAKE model whose every answer takes `seconds` of wall-clock time (a model on a loaded CPU)."""
+    """FAKE model whose last answer takes `seconds` of wall-clock time (a model on a loaded CPU)."""
 
     def __init__(self, replies, seconds: float):
         super().__init__(replies)
         self.seconds = seconds
 
     def complete(self, messages, seed, max_tokens, timeout=None):
-        time.sleep(self.seconds)
+        if len(self.replies) == 1:
+            time.sleep(self.seconds)
         return super().complete(messages, seed, max_tokens, timeout)
 
 
 def test_the_agent_timeout_counts_the_models_time_and_the_config_overrides_the_tasks():
     """The crash test's CI failure in small: the same answers end at max_episodes under a generous timeout
-    and as agent_timeout when the model is slow against the task's own timeout (the demo sets
-    eval.agent_timeout_s for that reason)."""
+    and as agent_timeout when the model's last answer outlasts the task's own timeout (the demo sets
+    eval.agent_timeout_s for that reason). The first episodes are fast: the third starts well before the
+    task's 0.5 s however loaded the machine."""
     sc = scenario([ans("ls\n")] * 3, [LS] * 3)
     ended = {}
     for name, cfg in (
@@ -117,7 +119,7 @@ def test_the_agent_timeout_counts_the_models_time_and_the_config_overrides_the_t
         ("config's", AgentConfig(max_episodes=3, agent_timeout=60)),
     ):
         loop = _Loop(
-            ScriptedTerminal(sc), SlowModel(sc["replies"], 0.2), DEMO, cfg, 0, agent_deadline(cfg, 0.5), []
+            ScriptedTerminal(sc), SlowModel(sc["replies"], 1.0), DEMO, cfg, 0, agent_deadline(cfg, 0.5), []
         )
         res = loop.run("x", "$ ")
         ended[name] = (res.ended, res.episodes, [m["content"] for m in res.messages])
@@ -135,5 +137,6 @@ def test_the_demos_agent_timeout_is_above_its_tasks():
     from horizon.eval.tasks.benchmark import load_harbor
 
     agent = agent_config(EvalSettings.from_config(load(REPO / "demo" / "config.yaml")["eval"]))
-    tasks = [load_harbor(d) for d in sorted((REPO / "demo" / "tasks").iterdir()) if d.is_dir()]
-    assert len(tasks) == 12 and agent.agent_timeout >= 5 * max(t.agent_timeout for t in tasks)
+    for where, n in (("tasks", 12), ("train-tasks", 6)):  # evaluated, and DMPO's preference rollouts
+        tasks = [load_harbor(d) for d in sorted((REPO / "demo" / where).iterdir()) if d.is_dir()]
+        assert len(tasks) == n and agent.agent_timeout >= 5 * max(t.agent_timeout for t in tasks), where
