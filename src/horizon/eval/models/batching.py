@@ -140,17 +140,28 @@ class Batcher:
     def _check_invariance(self) -> None:
         """Check on this machine that a token decoded next to another conversation, after a cached prefix,
         gets the bits of a full re-encode; pad to more rows if not; raise if that does not help either.
+        Then the same check with the attention's query rows unpadded (a decoding step's attention then
+        does a few rows' work instead of 16's), kept where it passes.
         Two probes: 50 tokens decoded after 250 (three key blocks), and one after 99 (one key block, where a
         prefill's many query rows took another kernel than a decode's few on a CPU of 2026-12-03)."""
-        torch, vocab = self.torch, self.step_fn.embed.shape[0]
+        torch, vocab, step = self.torch, self.step_fn.embed.shape[0], self.step_fn
         seq = torch.randint(0, vocab, (300,), generator=torch.Generator().manual_seed(0)).tolist()
-        for rows in (self.step_fn.rows, 8, 16):
+
+        def invariant() -> bool:
+            return self._decodes_as_encoded(seq, 250) and self._decodes_as_encoded(seq[:100], 99)
+
+        for rows in (step.rows, 8, 16):
             assert QUERY_ROWS % rows == 0, (QUERY_ROWS, rows)  # attention chunks stay whole padded rows
-            self.step_fn.rows = rows
-            if self._decodes_as_encoded(seq, 250) and self._decodes_as_encoded(seq[:100], 99):
-                return
+            step.rows = step.query_rows = rows
+            if invariant():
+                break
             log.warning("generation engine: %d-row matmuls are not row invariant on this machine", rows)
-        raise ValueError("the generation engine's step is not batch invariant on this machine")
+        else:
+            raise ValueError("the generation engine's step is not batch invariant on this machine")
+        step.query_rows = 1
+        if not invariant():
+            step.query_rows = rows
+            log.info("generation engine: the attention's query rows padded to %d on this machine", rows)
 
     def _decodes_as_encoded(self, seq: list[int], cached: int) -> bool:
         """Whether seq[cached:], decoded a token a step beside another conversation after seq[:cached] was
@@ -301,7 +312,7 @@ class Batcher:
         pool.reserve(max(positions) + 1)
         if decode:
             groups.insert(0, (0, 1, [s for s, _ in decode], [p for _, p in decode]))
-        groups = [make_group(torch, *g, pool, self.per_kv, self.step_fn.rows) for g in groups]
+        groups = [make_group(torch, *g, pool, self.per_kv, self.step_fn.query_rows) for g in groups]
         last = list(itertools.accumulate(len(segments[i][1]) for i in order))
         plan = make_plan(torch, pool, slots, positions, groups, self.step_fn.rows)
         logits = self.step_fn(ids, plan, [r - 1 for r in last])

@@ -3,18 +3,24 @@ attending to its own cached keys and values, with results that do not depend on 
 
 Why the results do not depend on the cache or the batch. On CPU a float32 matmul row can round
 differently with the number of rows in the call (on one CPU 1-3 row calls took other kernels than 4+
-row ones; on a CPU with AMX of 2026-12-03, 4 and 8 than 16+: the batcher checks at start and pads to 8
-or 16 rows where 4 are not enough),
+row ones; on a CPU with AMX of 2026-12-03, 4 and 8 than 16+ in the layers' matmuls, while its
+attention matmuls gave the same bits at any number of rows: the batcher checks both at start and pads
+where needed),
 and a dot product over the keys rounds differently with how many keys a kernel blocks together. So
 no row here ever sees the shape of the call it is in:
-- every matmul gets a multiple of ROWS rows (the flat token batch, the rows of the LM head and each
-  attention query block are padded with dummy rows), and a scores matmul at most QUERY_ROWS of them;
+- every matmul of the layers gets a multiple of `rows` rows (the flat token batch and the rows of the
+  LM head are padded with dummy rows), each attention query block a multiple of `query_rows`, and a
+  scores matmul at most QUERY_ROWS of them;
 - attention scores are one matmul (per run of consecutive cache slots) over the keys padded to a
   multiple of BLOCK, masked (-inf) beyond each query's position, so how far the padding goes changes
   no score and no softmax; the weighted sum over the values is one matmul per block of BLOCK keys (a
   fixed contraction length) and the blocks are added in order, so keys past a query and blocks past a
   conversation's length add exact zeros;
-- every other operation works row by row.
+- every other operation works row by row. The padding rows are only there for the matmuls' shapes:
+  the softmax and the staging of the weighted sum run over the real query rows alone (a decoding
+  step's 2 of 16 where the attention needs padding too), and the scores and staging tensors are scratch buffers of the pool,
+  reused from step to step (a staging buffer's padding rows keep stale finite values: a matmul's row
+  reads only its own row, and the padding rows' outputs are dropped).
 A token's keys and values are thus the same bits whether it was decoded alone, in a prefill chunk or
 in a full re-encode, whoever else was in the step. tests/unit/eval/models/test_batching.py proves it bit for bit
 (1 and 2 threads). On a GPU kernels are chosen per shape and no such promise could be made: the
@@ -35,7 +41,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-ROWS = 4  # every matmul gets a multiple of this many rows (the batcher checks it at start)
+ROWS = 4  # every matmul of the layers gets a multiple of this many rows (the batcher checks it at start)
 BLOCK = 128  # keys per block of the attention's weighted sum
 QUERY_ROWS = 64  # the most query rows in one scores matmul (more can take another kernel: see attend)
 
@@ -60,6 +66,7 @@ class KVPool:
         self.v: list = []
         self.free: list[int] = []
         self.lock = threading.Lock()
+        self.buffers: dict = {}  # scratch tensors of the attention (scratch)
 
     def _resize(self, slots: int, capacity: int) -> None:
         import torch
@@ -91,6 +98,18 @@ class KVPool:
     def reserve(self, tokens: int) -> None:
         if tokens > self.capacity:
             self._resize(self.slots, max(up(tokens, BLOCK), up(self.capacity * 5 // 4, BLOCK)))
+
+    def scratch(self, name: str, numel: int, dtype):
+        """A flat buffer of at least `numel` elements, reused from step to step (the batcher's thread
+        only): a fresh tensor of a few MiB a call cost more in allocation and page faults than the
+        softmax it fed."""
+        buf = self.buffers.get((name, dtype))
+        if buf is None or buf.numel() < numel:
+            import torch
+
+            size = max(numel, 2 * (0 if buf is None else buf.numel()))
+            buf = self.buffers[(name, dtype)] = torch.zeros(size, device=self.device, dtype=dtype)
+        return buf[:numel]
 
 
 @dataclass
@@ -172,21 +191,26 @@ def runs(slots: list[int]) -> list[tuple[int, int]]:
     return out
 
 
-def scores(torch, q, layer: int, pool: KVPool, g: Group, j: int, n: int, scaling: float):
-    """Softmax of the query rows of segments j..j+n-1 (consecutive slots) against their keys,
-    [n * kv, rows, length], length the longest of the n segments' block-padded lengths.
+def scores(torch, q, layer: int, pool: KVPool, g: Group, j: int, n: int, scaling: float, real: int):
+    """Softmax of the first `real` query rows of segments j..j+n-1 (consecutive slots) against their
+    keys, [n * kv, real, length], length the longest of the n segments' block-padded lengths.
 
     The keys of the run are a view of the pool (a gather would copy every key attended, at every layer
     of every step); each (segment, kv head) is its own matrix of the batched matmul and a row's dot
     products and softmax do not change with masked key blocks past it, so a run attending up to its own
-    longest segment instead of the group's changes no bit and skips the other runs' padding."""
+    longest segment instead of the group's changes no bit and skips the other runs' padding.
+
+    The matmul keeps every padded row (its shape picks the kernel); the mask is added to the real rows
+    after it (a score plus 0 or -inf is what the matmul's own beta=1 addition gave: the same bits, and
+    no copy of the mask into every padded row)."""
     kv, d = pool.kv_heads, pool.head_dim
     length = max(g.blocks[j : j + n]) * BLOCK
     rows = slice(j * kv, (j + n) * kv)
     k = pool.k[layer][g.slots[j] : g.slots[j] + n, :, :length].reshape(n * kv, length, d)
-    bias = g.bias[:, :, :length] if g.bias.shape[0] == 1 else g.bias[rows, :, :length]
-    s = torch.baddbmm(bias, q[rows], k.transpose(1, 2), alpha=scaling)
-    return torch.softmax(s, dim=-1, dtype=torch.float32)
+    bias = g.bias[:, :real, :length] if g.bias.shape[0] == 1 else g.bias[rows, :, :length]
+    s = pool.scratch("scores", n * kv * q.shape[1] * length, q.dtype).view(n * kv, q.shape[1], length)
+    s.baddbmm_(q[rows], k.transpose(1, 2), beta=0, alpha=scaling)
+    return torch.softmax(s[:, :real] + bias, dim=-1, dtype=torch.float32)
 
 
 def attend(torch, q, layer: int, pool: KVPool, g: Group, scaling: float):
@@ -201,14 +225,18 @@ def attend(torch, q, layer: int, pool: KVPool, g: Group, scaling: float):
     per, s_, t = n_heads // kv, len(g.slots), g.tokens
     q = q.view(s_, t, kv, per, d).permute(0, 2, 3, 1, 4).reshape(s_ * kv, per * t, d)
     q = torch.nn.functional.pad(q, (0, 0, 0, g.rows - per * t))
-    parts = [attend_rows(torch, q, layer, pool, g, scaling, r) for r in range(0, g.rows, QUERY_ROWS)]
+    parts = [
+        attend_rows(torch, q, layer, pool, g, scaling, r, min(QUERY_ROWS, per * t - r))
+        for r in range(0, g.rows, QUERY_ROWS)
+    ]
     o = torch.cat(parts, dim=2) if len(parts) > 1 else parts[0]
     o = o[:, :, : per * t].reshape(s_, kv, per, t, d).permute(0, 3, 1, 2, 4)
     return o.reshape(s_ * t, n_heads * d)
 
 
-def attend_rows(torch, q, layer: int, pool: KVPool, g: Group, scaling: float, first: int):
-    """The attention of query rows first..first+QUERY_ROWS-1 of every (segment, kv head): [S, kv, R, d]."""
+def attend_rows(torch, q, layer: int, pool: KVPool, g: Group, scaling: float, first: int, real: int):
+    """The attention of query rows first..first+QUERY_ROWS-1 of every (segment, kv head): [S, kv, R, d];
+    the first `real` of them are queries, the others padding whose outputs the caller drops."""
     d, kv = q.shape[-1], pool.kv_heads
     q = q[:, first : first + QUERY_ROWS]
     rows = q.shape[1]
@@ -216,14 +244,17 @@ def attend_rows(torch, q, layer: int, pool: KVPool, g: Group, scaling: float, fi
     g = Group(g.first, g.tokens, g.slots, bias, rows, g.length, g.blocks)
     outs = []
     for j, n in runs(g.slots):
-        p = scores(torch, q, layer, pool, g, j, n, scaling).to(q.dtype)
+        p = scores(torch, q, layer, pool, g, j, n, scaling, real).to(q.dtype)
         blocks = p.shape[-1] // BLOCK
-        # [n, blocks, kv, R, BLOCK]: each segment's blocks one contiguous batch for its values' matmul
-        p = p.view(n, kv, rows, blocks, BLOCK).permute(0, 3, 1, 2, 4).contiguous()
+        # [n, blocks, kv, R, BLOCK]: each segment's blocks one contiguous batch for its values' matmul;
+        # only the real rows are written (module docstring)
+        staged = pool.scratch("staged", n * blocks * kv * rows * BLOCK, p.dtype)
+        staged = staged.view(n, blocks, kv, rows, BLOCK)
+        staged[:, :, :, :real] = p.view(n, kv, real, blocks, BLOCK).permute(0, 3, 1, 2, 4)
         for i in range(n):  # one segment's value blocks are a view of its slot
             nb = g.blocks[j + i]  # the run's blocks past this segment would add zeros
             v = pool.v[layer][g.slots[j + i], :nb].view(-1, BLOCK, d)
-            o = torch.bmm(p[i, :nb].view(-1, rows, BLOCK), v)
+            o = torch.bmm(staged[i, :nb].view(-1, rows, BLOCK), v)
             outs.append(o.view(nb, kv, rows, d).sum(0))  # the blocks added in order
     return torch.stack(outs) if len(outs) > 1 else outs[0][None]
 
@@ -427,6 +458,7 @@ class Qwen3Step:
         self.pool = KVPool(len(dec.layers), self.kv, self.head_dim, dec.embed.device, dec.embed.dtype)
         self.cos = self.sin = None
         self.rows = ROWS  # the batcher raises it if this machine's kernels need more
+        self.query_rows = ROWS  # the attention's padding multiple: the batcher lowers it where it can
 
     def rms(self, x, weight):
         """Qwen3RMSNorm (float32: torch's fused rms_norm; the per-head weights of q and k, [heads, d], are

@@ -115,8 +115,8 @@ def test_a_run_of_short_conversations_beside_a_long_one_attends_only_its_own_len
     batcher.run_step([(sess, s[:n]) for sess, s, n in zip(sessions, seqs, lengths)])
     seen, score = [], kvstep.scores
 
-    def recording(torch_, q, layer, pool, g, j, n, scaling):
-        p = score(torch_, q, layer, pool, g, j, n, scaling)
+    def recording(torch_, q, layer, pool, g, j, n, scaling, real):
+        p = score(torch_, q, layer, pool, g, j, n, scaling, real)
         seen.append((n, p.shape[-1], g.length, g.blocks[j] * kvstep.BLOCK))
         return p
 
@@ -321,13 +321,63 @@ def test_the_start_check_sees_a_prefill_kernel_inside_one_key_block(model, monke
 
     score = kvstep.scores
 
-    def one_block_kernel(torch_, q, layer, pool, g, j, n, scaling):
-        p = score(torch_, q, layer, pool, g, j, n, scaling)
+    def one_block_kernel(torch_, q, layer, pool, g, j, n, scaling, real):
+        p = score(torch_, q, layer, pool, g, j, n, scaling, real)
         return p * (1 + 2**-20) if q.shape[1] > 16 and p.shape[-1] == kvstep.BLOCK else p
 
     monkeypatch.setattr(kvstep, "scores", one_block_kernel)
     with pytest.raises(ValueError, match="not batch invariant on this machine"):
         Batcher(model, eos_token_id=-1)
+
+
+def test_the_attention_pads_its_query_rows_only_where_this_machine_needs_it(model, monkeypatch):
+    """The start check runs a decoding step's attention over its real query rows alone (2 here: 4 heads
+    over 2 key heads) where that gives a full re-encode's bits. Where an attention matmul of so few rows
+    rounds otherwise (simulated: scores nudged when a call's query rows are not a multiple of 4), it pads
+    them as the layers' matmuls, and decoding still gives a re-encode's bits."""
+    from horizon.eval.models import kvstep
+
+    seq = tokens(300, 4)
+    batcher = Batcher(model, eos_token_id=-1)
+    assert batcher.step_fn.query_rows in (1, batcher.step_fn.rows)
+    score = kvstep.scores
+
+    def few_rows_kernel(torch_, q, layer, pool, g, j, n, scaling, real):
+        p = score(torch_, q, layer, pool, g, j, n, scaling, real)
+        return p * (1 + 2**-20) if q.shape[1] % 4 else p
+
+    monkeypatch.setattr(kvstep, "scores", few_rows_kernel)
+    padded = Batcher(model, eos_token_id=-1)
+    assert padded.step_fn.query_rows == padded.step_fn.rows >= 4
+    want, mine, other = full_encode(padded, seq), padded.session(), padded.session()
+    padded.run_step([(mine, seq[:280]), (other, seq[:30])])
+    for tok, filler in zip(seq[280:], seq[30:]):
+        got = padded.run_step([(mine, [tok]), (other, [filler])])[0]
+    assert torch.equal(got, want)
+
+
+def test_a_decoding_step_softmaxes_only_its_real_query_rows(model, monkeypatch):
+    """The padding rows exist for the matmul's shape only: the softmax (and the weighted sum's staging)
+    see a decoding conversation's real query rows, one per query head of a key head."""
+    from horizon.eval.models import kvstep
+
+    batcher = Batcher(model, eos_token_id=-1)
+    batcher.step_fn.query_rows = batcher.step_fn.rows  # padded, as where the start check needs it (>= 4)
+    sessions = [batcher.session() for _ in range(3)]
+    batcher.run_step([(s, tokens(40 + 30 * i, i)) for i, s in enumerate(sessions)])
+    seen, score = [], kvstep.scores
+
+    def recording(torch_, q, layer, pool, g, j, n, scaling, real):
+        p = score(torch_, q, layer, pool, g, j, n, scaling, real)
+        seen.append((q.shape[1], p.shape[1]))
+        return p
+
+    monkeypatch.setattr(kvstep, "scores", recording)
+    batcher.run_step([(s, [7]) for s in sessions])
+    per = model.config.num_attention_heads // model.config.num_key_value_heads
+    assert seen and all(rows >= 4 > per == got for rows, got in seen), seen
+    for s in sessions:  # and the padded step still gives a re-encode's bits
+        assert torch.equal(batcher.run_step([(s, [8])])[0], full_encode(batcher, s.ids))
 
 
 def test_a_summarised_history_falls_back_cleanly(tiny_corpus):
