@@ -140,8 +140,9 @@ class Batcher:
     def _check_invariance(self) -> None:
         """Check on this machine that a token decoded next to another conversation, after a cached prefix,
         gets the bits of a full re-encode; pad to more rows if not; raise if that does not help either.
-        Then the same check with the attention's query rows unpadded (a decoding step's attention then
-        does a few rows' work instead of 16's), kept where it passes.
+        Then the same check with a decoding step's attention rows unpadded (it then does 2 rows' work
+        instead of 16's for the demo's student), kept where it passes: the probes decode against
+        prefill chunks of every padded size a prefill's attention takes.
         Two probes: 50 tokens decoded after 250 (three key blocks), and one after 99 (one key block, where a
         prefill's many query rows took another kernel than a decode's few on a CPU of 2026-12-03)."""
         torch, vocab, step = self.torch, self.step_fn.embed.shape[0], self.step_fn
@@ -152,16 +153,16 @@ class Batcher:
 
         for rows in (step.rows, 8, 16):
             assert QUERY_ROWS % rows == 0, (QUERY_ROWS, rows)  # attention chunks stay whole padded rows
-            step.rows = step.query_rows = rows
+            step.rows = step.decode_rows = rows
             if invariant():
                 break
             log.warning("generation engine: %d-row matmuls are not row invariant on this machine", rows)
         else:
             raise ValueError("the generation engine's step is not batch invariant on this machine")
-        step.query_rows = 1
+        step.decode_rows = 1
         if not invariant():
-            step.query_rows = rows
-            log.info("generation engine: the attention's query rows padded to %d on this machine", rows)
+            step.decode_rows = rows
+            log.info("generation engine: a decoding step's attention padded to %d rows on this machine", rows)
 
     def _decodes_as_encoded(self, seq: list[int], cached: int) -> bool:
         """Whether seq[cached:], decoded a token a step beside another conversation after seq[:cached] was
@@ -312,7 +313,11 @@ class Batcher:
         pool.reserve(max(positions) + 1)
         if decode:
             groups.insert(0, (0, 1, [s for s, _ in decode], [p for _, p in decode]))
-        groups = [make_group(torch, *g, pool, self.per_kv, self.step_fn.query_rows) for g in groups]
+        step = self.step_fn
+        groups = [  # a decode group's query rows padded to decode_rows, a prefill's to the layers' rows
+            make_group(torch, *g, pool, self.per_kv, step.decode_rows if g[1] == 1 else step.rows)
+            for g in groups
+        ]
         last = list(itertools.accumulate(len(segments[i][1]) for i in order))
         plan = make_plan(torch, pool, slots, positions, groups, self.step_fn.rows)
         logits = self.step_fn(ids, plan, [r - 1 for r in last])

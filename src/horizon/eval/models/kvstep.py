@@ -3,13 +3,13 @@ attending to its own cached keys and values, with results that do not depend on 
 
 Why the results do not depend on the cache or the batch. On CPU a float32 matmul row can round
 differently with the number of rows in the call (on one CPU 1-3 row calls took other kernels than 4+
-row ones; on a CPU with AMX of 2026-12-03, 4 and 8 than 16+ in the layers' matmuls, while its
-attention matmuls gave the same bits at any number of rows: the batcher checks both at start and pads
-where needed),
-and a dot product over the keys rounds differently with how many keys a kernel blocks together. So
-no row here ever sees the shape of the call it is in:
+row ones; on a CPU with AMX of 2026-12-03, 4 and 8 than 16+ in the layers' matmuls, while a decoding
+step's attention matmuls of 2 rows gave the bits of a prefill's 16 to 64: the batcher checks both at
+start and pads where needed), and a dot product over the keys rounds differently with how many keys
+a kernel blocks together. So no row here ever sees the shape of the call it is in:
 - every matmul of the layers gets a multiple of `rows` rows (the flat token batch and the rows of the
-  LM head are padded with dummy rows), each attention query block a multiple of `query_rows`, and a
+  LM head are padded with dummy rows), a prefill's attention query block a multiple of `rows` too and
+  a decoding step's a multiple of `decode_rows` (1, unpadded, where the start check allows it), and a
   scores matmul at most QUERY_ROWS of them;
 - attention scores are one matmul (per run of consecutive cache slots) over the keys padded to a
   multiple of BLOCK, masked (-inf) beyond each query's position, so how far the padding goes changes
@@ -17,10 +17,10 @@ no row here ever sees the shape of the call it is in:
   fixed contraction length) and the blocks are added in order, so keys past a query and blocks past a
   conversation's length add exact zeros;
 - every other operation works row by row. The padding rows are only there for the matmuls' shapes:
-  the softmax and the staging of the weighted sum run over the real query rows alone (a decoding
-  step's 2 of 16 where the attention needs padding too), and the scores and staging tensors are scratch buffers of the pool,
-  reused from step to step (a staging buffer's padding rows keep stale finite values: a matmul's row
-  reads only its own row, and the padding rows' outputs are dropped).
+  the softmax and the staging of the weighted sum run over the real query rows alone, and the scores
+  and staging tensors are scratch buffers of the pool, reused from step to step (a staging buffer's
+  padding rows keep stale finite values: a matmul's row reads only its own row, and the padding
+  rows' outputs are dropped).
 A token's keys and values are thus the same bits whether it was decoded alone, in a prefill chunk or
 in a full re-encode, whoever else was in the step. tests/unit/eval/models/test_batching.py proves it bit for bit
 (1 and 2 threads). On a GPU kernels are chosen per shape and no such promise could be made: the
@@ -107,7 +107,9 @@ class KVPool:
         if buf is None or buf.numel() < numel:
             import torch
 
-            size = max(numel, 2 * (0 if buf is None else buf.numel()))
+            # grown as the pool's capacity is (a quarter more), kept for the pool's life: at most a
+            # quarter more than the largest step's scores (a prefill chunk's) or staging tensor
+            size = max(numel, 0 if buf is None else buf.numel() * 5 // 4)
             buf = self.buffers[(name, dtype)] = torch.zeros(size, device=self.device, dtype=dtype)
         return buf[:numel]
 
@@ -120,7 +122,7 @@ class Group:
     tokens: int  # new tokens per segment (a decode group: 1 each, several segments; else 1 segment)
     slots: list[int]
     bias: object  # additive mask, 0 up to each query row's position and -inf beyond, broadcast to the scores
-    rows: int  # query rows per (segment, kv head), padded to a multiple of ROWS
+    rows: int  # query rows per (segment, kv head), padded (a multiple of the step's rows or decode_rows)
     length: int  # the bias's width (the longest segment's keys, a multiple of BLOCK); a run attends its own
     blocks: list[int]  # value blocks each segment needs
 
@@ -240,6 +242,7 @@ def attend_rows(torch, q, layer: int, pool: KVPool, g: Group, scaling: float, fi
     d, kv = q.shape[-1], pool.kv_heads
     q = q[:, first : first + QUERY_ROWS]
     rows = q.shape[1]
+    assert 0 < real <= rows, (real, rows)  # every chunk holds a query (padding multiples divide QUERY_ROWS)
     bias = g.bias if g.bias.shape[1] == 1 else g.bias[:, first : first + rows]
     g = Group(g.first, g.tokens, g.slots, bias, rows, g.length, g.blocks)
     outs = []
@@ -458,7 +461,7 @@ class Qwen3Step:
         self.pool = KVPool(len(dec.layers), self.kv, self.head_dim, dec.embed.device, dec.embed.dtype)
         self.cos = self.sin = None
         self.rows = ROWS  # the batcher raises it if this machine's kernels need more
-        self.query_rows = ROWS  # the attention's padding multiple: the batcher lowers it where it can
+        self.decode_rows = ROWS  # a decoding step's attention padding: the batcher lowers it where it can
 
     def rms(self, x, weight):
         """Qwen3RMSNorm (float32: torch's fused rms_norm; the per-head weights of q and k, [heads, d], are

@@ -330,16 +330,13 @@ def test_the_start_check_sees_a_prefill_kernel_inside_one_key_block(model, monke
         Batcher(model, eos_token_id=-1)
 
 
-def test_the_attention_pads_its_query_rows_only_where_this_machine_needs_it(model, monkeypatch):
+def test_a_decoding_step_s_attention_is_padded_only_where_this_machine_needs_it(model, monkeypatch, caplog):
     """The start check runs a decoding step's attention over its real query rows alone (2 here: 4 heads
     over 2 key heads) where that gives a full re-encode's bits. Where an attention matmul of so few rows
     rounds otherwise (simulated: scores nudged when a call's query rows are not a multiple of 4), it pads
-    them as the layers' matmuls, and decoding still gives a re-encode's bits."""
+    them as the layers' matmuls, says so, and decoding still gives a re-encode's bits."""
     from horizon.eval.models import kvstep
 
-    seq = tokens(300, 4)
-    batcher = Batcher(model, eos_token_id=-1)
-    assert batcher.step_fn.query_rows in (1, batcher.step_fn.rows)
     score = kvstep.scores
 
     def few_rows_kernel(torch_, q, layer, pool, g, j, n, scaling, real):
@@ -347,13 +344,53 @@ def test_the_attention_pads_its_query_rows_only_where_this_machine_needs_it(mode
         return p * (1 + 2**-20) if q.shape[1] % 4 else p
 
     monkeypatch.setattr(kvstep, "scores", few_rows_kernel)
-    padded = Batcher(model, eos_token_id=-1)
-    assert padded.step_fn.query_rows == padded.step_fn.rows >= 4
+    with caplog.at_level("INFO", logger="horizon.eval.models.batching"):
+        padded = Batcher(model, eos_token_id=-1)
+    assert padded.step_fn.decode_rows == padded.step_fn.rows >= 4
+    assert f"attention padded to {padded.step_fn.rows} rows" in caplog.text
+    seq = tokens(300, 4)
     want, mine, other = full_encode(padded, seq), padded.session(), padded.session()
     padded.run_step([(mine, seq[:280]), (other, seq[:30])])
     for tok, filler in zip(seq[280:], seq[30:]):
         got = padded.run_step([(mine, [tok]), (other, [filler])])[0]
     assert torch.equal(got, want)
+
+
+@pytest.mark.parametrize("unpadded_ok", [True, False])
+def test_the_start_check_keeps_a_decoding_step_s_attention_unpadded_when_its_probes_pass(
+    model, monkeypatch, unpadded_ok
+):
+    """Whatever this machine's kernels: the check keeps decode_rows at 1 when the probes pass with it, and
+    falls back to the layers' rows when they fail only then."""
+    monkeypatch.setattr(
+        Batcher, "_decodes_as_encoded", lambda self, seq, cached: unpadded_ok or self.step_fn.decode_rows > 1
+    )
+    batcher = Batcher(model, eos_token_id=-1)
+    assert batcher.step_fn.rows == 4  # the first padding the check tries passed
+    assert batcher.step_fn.decode_rows == (1 if unpadded_ok else 4)
+
+
+def test_scores_add_the_mask_after_the_matmul_with_the_bits_of_a_masked_matmul():
+    """scores() runs the matmul without the mask (beta=0) and adds 0 or -inf to the real rows after it:
+    the bits of baddbmm(mask, ...) over every padded row, then the softmax of the real rows."""
+    from horizon.eval.models import kvstep
+
+    gen = torch.Generator().manual_seed(3)
+    pool = kvstep.KVPool(1, 2, 32, torch.device("cpu"), torch.float32)
+    pool.acquire(), pool.acquire(), pool.acquire()
+    pool.reserve(300)
+    pool.k[0].copy_(torch.randn(pool.k[0].shape, generator=gen))
+    for starts, tokens_ in (([100, 200, 30], 1), ([150], 5)):  # a decode group, then a prefill's
+        slots = [0, 1, 2][: len(starts)]
+        g = kvstep.make_group(torch, 0, tokens_, slots, starts, pool, per=2, multiple=16)
+        q = torch.randn(len(slots) * 2, g.rows, 32, generator=gen)
+        real = 2 * tokens_
+        got = kvstep.scores(torch, q, 0, pool, g, 0, len(slots), 0.17, real)
+        length = max(g.blocks) * kvstep.BLOCK
+        keys = pool.k[0][: len(slots), :, :length].reshape(len(slots) * 2, length, 32)
+        bias = g.bias[:, :, :length]
+        want = torch.softmax(torch.baddbmm(bias, q, keys.transpose(1, 2), alpha=0.17)[:, :real], dim=-1)
+        assert got.shape == want.shape and torch.equal(got, want), starts
 
 
 def test_a_decoding_step_softmaxes_only_its_real_query_rows(model, monkeypatch):
@@ -362,7 +399,7 @@ def test_a_decoding_step_softmaxes_only_its_real_query_rows(model, monkeypatch):
     from horizon.eval.models import kvstep
 
     batcher = Batcher(model, eos_token_id=-1)
-    batcher.step_fn.query_rows = batcher.step_fn.rows  # padded, as where the start check needs it (>= 4)
+    batcher.step_fn.decode_rows = batcher.step_fn.rows  # padded, as where the start check needs it (>= 4)
     sessions = [batcher.session() for _ in range(3)]
     batcher.run_step([(s, tokens(40 + 30 * i, i)) for i, s in enumerate(sessions)])
     seen, score = [], kvstep.scores
