@@ -319,8 +319,8 @@ class Batcher:
             for g in groups
         ]
         last = list(itertools.accumulate(len(segments[i][1]) for i in order))
-        plan = make_plan(torch, pool, slots, positions, groups, self.step_fn.rows)
-        logits = self.step_fn(ids, plan, [r - 1 for r in last])
+        plan = make_plan(torch, pool, slots, positions, groups, step.rows)
+        logits = step(ids, plan, [r - 1 for r in last])
         for sess, toks in segments:
             sess.ids += toks
         back = [0] * len(order)
