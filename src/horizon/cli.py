@@ -23,7 +23,6 @@ from pathlib import Path
 
 from horizon.config import schema_property
 
-
 FORMAT_HELP = "the tasks' format (default: read from them: task.toml is harbor, task.yaml tb1)"
 
 
