@@ -23,6 +23,22 @@ from pathlib import Path
 
 from horizon.config import schema_property
 
+FORMAT_HELP = "the tasks' format (default: read from them: task.toml is harbor, task.yaml tb1)"
+
+
+def _task_format(a) -> str:
+    """--format, else the format the task directories' marker files say (an error names the folder)."""
+    from horizon.eval.tasks.formats import FormatError, detect
+
+    if a.format:
+        return a.format
+    try:
+        fmt = detect(a.tasks)
+    except FormatError as e:
+        raise SystemExit(f"horizon {a.cmd}: {e}") from None
+    print(f"{a.tasks}: {fmt} tasks (read from them; --format to say otherwise)", file=sys.stderr)
+    return fmt
+
 
 def _manifest(tasks: str, fmt: str, tmp: Path) -> Path:
     from horizon.eval.tasks.benchmark import write_manifest
@@ -40,7 +56,7 @@ def cmd_collect(a) -> int:
 
     with tempfile.TemporaryDirectory() as d, toolchain.shared() as tools:
         info = collect(
-            _manifest(a.tasks, a.format, Path(d)),
+            _manifest(a.tasks, _task_format(a), Path(d)),
             a.template,
             a.out,
             variants=a.variants,
@@ -86,7 +102,7 @@ def cmd_check(a) -> int:
     from horizon.eval.oracle import describe, missing_solutions, static_unsupported
     from horizon.eval.tasks.benchmark import load_benchmark
 
-    tasks, errors = load_benchmark(a.tasks, a.format)
+    tasks, errors = load_benchmark(a.tasks, _task_format(a))
     skipped = 0
     for t in tasks:
         why = static_unsupported(t, a.sandbox) if a.sandbox else None
@@ -116,7 +132,7 @@ def cmd_oracle(a) -> int:
     from horizon.eval.sandbox import sweep_run, toolchain
     from horizon.eval.tasks.benchmark import load_benchmark
 
-    tasks, errors = load_benchmark(a.tasks, a.format, a.only)
+    tasks, errors = load_benchmark(a.tasks, _task_format(a), a.only)
     if a.sandbox == "local":  # what killed runs left (by their dead pid: never another live job's)
         sweep_run(a.sandbox, "oracle")
     options = {"image_map": dict(m.split("=", 1) for m in a.map_image)} if a.map_image else {}
@@ -249,7 +265,7 @@ def parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="cmd", required=True)
     c = sub.add_parser("collect", help="scripted teacher -> corpus jsonl")
     c.add_argument("--tasks", required=True)
-    c.add_argument("--format", default="harbor", choices=["harbor", "tb1"])
+    c.add_argument("--format", default=None, choices=["harbor", "tb1"], help=FORMAT_HELP)
     c.add_argument("--template", required=True)
     c.add_argument("--out", required=True)
     c.add_argument("--variants", type=int, **_config_default("corpus", "collect", "variants"))
@@ -273,7 +289,7 @@ def parser() -> argparse.ArgumentParser:
     t.set_defaults(fn=cmd_terminus_template)
     k = sub.add_parser("check-tasks", help="validate a benchmark directory")
     k.add_argument("tasks")
-    k.add_argument("--format", default="harbor", choices=["harbor", "tb1"])
+    k.add_argument("--format", default=None, choices=["harbor", "tb1"], help=FORMAT_HELP)
     k.add_argument(
         "--sandbox",
         default=None,
@@ -283,7 +299,7 @@ def parser() -> argparse.ArgumentParser:
     k.set_defaults(fn=cmd_check)
     o = sub.add_parser("oracle", help="grade every task's reference solution")
     o.add_argument("tasks")
-    o.add_argument("--format", default="harbor", choices=["harbor", "tb1"])
+    o.add_argument("--format", default=None, choices=["harbor", "tb1"], help=FORMAT_HELP)
     o.add_argument("--sandbox", default="local")
     o.add_argument(
         "--network",

@@ -187,19 +187,54 @@ def write_text(path: str | Path, text: str) -> None:
         tmp.write_text(text)
 
 
+def stamp(path: str | Path, hash_below: int = 64 << 20) -> dict:
+    """What identifies a file's content, cheaply: its sha256 below `hash_below` bytes, else its size and
+    modification time (a rewritten multi-GB weight file gets a new mtime; hashing it would take minutes)."""
+    import hashlib
+
+    p = Path(path)
+    st = p.stat()
+    if st.st_size < hash_below:
+        with open(p, "rb") as fh:
+            return {"name": p.name, "sha256": hashlib.file_digest(fh, "sha256").hexdigest()}
+    return {"name": p.name, "size": st.st_size, "mtime_ns": st.st_mtime_ns}
+
+
+def model_stamp(model_dir: str | Path) -> list[dict] | str:
+    """The stamps of a model directory's config and weights (`stamp`); a path that holds no model (an
+    endpoint's name) stands for itself."""
+    d = Path(model_dir)
+    files = sorted(p for pattern in WEIGHT_FILES for p in d.glob(pattern))
+    if not files or not (d / "config.json").is_file():
+        return str(model_dir)
+    return [stamp(p) for p in [d / "config.json", *files]]
+
+
+WEIGHT_FILES = ("*.safetensors", "*.bin", "*.pt")
+
+
 class Journal:
     """Append-only JSON lines beside a stage's output: the resumable state of a long stage.
 
     A killed job keeps every line it wrote (flushed and fsynced); a line cut by the kill ends the
     reading, so what follows it is redone. Appends are serialised, so threads may share a journal.
+
+    `made_from` (JSON-able: the model's stamp, the settings that change a record) is kept beside the
+    journal (`<name>.made-from.json`); a journal whose inputs differ, or were never recorded, is not
+    resumed: it is set aside as `<name>.stale` (the keys that differ logged) and the stage starts afresh.
     """
 
-    def __init__(self, path: str | Path):
+    def __init__(self, path: str | Path, made_from: Any = None):
         self.path = Path(path)
+        self.made_from = (
+            None if made_from is None else json.loads(json.dumps(made_from, default=_json_default))
+        )
+        self.made_from_path = self.path.with_name(self.path.name + ".made-from.json")
         self._fh = None
         self._lock = threading.Lock()
 
     def read(self) -> list[dict]:
+        self._set_aside_if_stale()
         out = []
         if self.path.exists():
             for line in self.path.read_text().splitlines():
@@ -209,11 +244,36 @@ class Journal:
                     break  # cut by a kill: everything before it is complete
         return out
 
+    def _recorded_inputs(self) -> Any:
+        try:
+            return json.loads(self.made_from_path.read_text())
+        except (OSError, ValueError):
+            return None
+
+    def _set_aside_if_stale(self) -> None:
+        if self.made_from is None or not self.path.exists():
+            return
+        old = self._recorded_inputs()
+        if old == self.made_from:
+            return
+        aside = self.path.with_name(self.path.name + ".stale")
+        os.replace(self.path, aside)
+        self.made_from_path.unlink(missing_ok=True)
+        logging.getLogger("horizon.io").warning(
+            "%s was made from other inputs (%s): set aside as %s; this run starts afresh",
+            self.path,
+            _differing(old, self.made_from),
+            aside.name,
+        )
+
     def append(self, records: Iterable[dict]) -> None:
         text = "".join(json.dumps(r) + "\n" for r in records)
         with self._lock:
             if self._fh is None:
+                self._set_aside_if_stale()
                 self.path.parent.mkdir(parents=True, exist_ok=True)
+                if self.made_from is not None and self._recorded_inputs() != self.made_from:
+                    write_json(self.made_from_path, self.made_from)  # before the first record
                 self._fh = open(self.path, "a")
             self._fh.write(text)
             self._fh.flush()
@@ -228,12 +288,23 @@ class Journal:
     def remove(self) -> None:
         self.close()
         self.path.unlink(missing_ok=True)
+        self.made_from_path.unlink(missing_ok=True)
 
     def __enter__(self) -> Journal:
         return self
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _differing(old: Any, new: Any) -> str:
+    """Which inputs changed, for the log: the top-level keys, or why there is nothing to compare."""
+    if old is None:
+        return "its inputs were not recorded"
+    if isinstance(old, dict) and isinstance(new, dict):
+        keys = sorted(k for k in old.keys() | new.keys() if old.get(k) != new.get(k))
+        return "changed: " + ", ".join(keys)
+    return "changed"
 
 
 def tar_bytes(src: str | Path, arcname: str) -> bytes:

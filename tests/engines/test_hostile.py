@@ -7,8 +7,9 @@ run through the real agent loop: a scripted model (FAKE: no LLM) types them into
 followed by a check; it waits (a no-op each turn) until the check's marker shows, so each probe's
 transcript proves its trick ran and says whether it landed (`ran`: the check's exit status). Where a
 trick lands, a positive control grades it once more with every protection it targets switched off
-and sees the forged pass, so the FAIL is the protections' doing, not a trick that missed; the two
-probes of a control socket have none (there is no socket at a path to protect: see their comment).
+and sees the forged pass, so the FAIL is the protections' doing, not a trick that missed (under docker
+and podman alike); the two probes of a control socket have none (there is no socket at a path to
+protect: see their comment), and the secrets probe's control shows its reach instead.
 """
 
 import base64
@@ -164,7 +165,7 @@ def test_symlinks_planted_in_tests_reach_nothing_and_pass_nothing(kind, tools, h
     assert not rec["success"] and rec["failure_mode"] == "tests_failed"
     assert canary.read_text() == "untouched\n" and oct(canary.stat().st_mode & 0o777) == "0o600"
     assert not created.exists()  # the agent's path never resolved on the host
-    if kind == "docker":  # the daemon replaces the links as it copies the tests in; its conftest.py stays
+    if kind in CONTAINERS:  # the engine replaces the links as it copies the tests in; its conftest.py stays
         control(monkeypatch, stale_grading_dirs, kind, tools, trick, "test -L /tests/test.sh")
 
 
@@ -260,7 +261,7 @@ def test_a_read_only_reward_in_a_read_only_verifier_dir_is_not_read(kind, tools,
     rec = probe(kind, tools, trick, check)
     assert (rec["ran"] == 0) == (kind in CONTAINERS), rec  # local: /logs is read-only until grading
     assert not rec["success"] and rec["failure_mode"] == "tests_failed"
-    if kind == "docker":
+    if kind in CONTAINERS:
         control(monkeypatch, stale_grading_dirs, kind, tools, trick, check)
 
 
@@ -271,7 +272,7 @@ def test_a_background_writer_cannot_rewrite_the_reward(kind, tools, monkeypatch)
     rec = probe(kind, tools, trick, check)
     assert (rec["ran"] == 0) == (kind in CONTAINERS), rec  # local: /logs is read-only until grading
     assert not rec["success"] and rec["failure_mode"] == "tests_failed"
-    if kind == "docker":  # the writer outlives the tests' 0 when nothing kills it
+    if kind in CONTAINERS:  # the writer outlives the tests' 0 when nothing kills it
         control(monkeypatch, agent_left_running, kind, tools, trick, check)
 
 
@@ -280,9 +281,16 @@ def test_no_secret_of_the_harness_is_readable_inside(kind, tools, monkeypatch):
     pattern = SECRET[:-1] + f"[{SECRET[-1]}]"  # grep's own command line must not match
     trick = f"cat /proc/[0-9]*/environ /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' '\\n' | grep -c '{pattern}'; env | grep -c HORIZON"
     # the screen read once the pipeline is done (a timed read 0.5 s after the keys can come before its output)
-    rec = probe(kind, tools, trick, agent=AgentConfig(capture="idle", capture_idle_max_s=30))
+    idle = AgentConfig(capture="idle", capture_idle_max_s=30)
+    rec = probe(kind, tools, trick, agent=idle)
     seen = rec["messages"][2]["content"]
     assert rec["ran"] == 0 and SECRET not in seen and "\n0\n0" in seen, seen
+    # the control: a process inside that does hold it is found (no protection to switch off: the harness
+    # hands the sandbox no environment of its own, so the probe's reach is shown instead)
+    holder = f"(env HORIZON_PROBE_SECRET={SECRET} sleep 60 >/dev/null 2>&1 &); sleep 0.5; "
+    control_rec = probe(kind, tools, holder + trick, agent=idle)
+    counts = control_rec["messages"][2]["content"]
+    assert re.search(r"\n[1-9][0-9]*\n0(\n|$)", counts), counts  # found in /proc; not in the agent's shell
 
 
 def test_kill_all_is_the_agents_failure_and_the_next_attempt_is_graded(kind, tools):
@@ -362,6 +370,11 @@ TRICKS = {
         b64_file(f"{SITE}/zz-nspkg.pth", NSPKG_GLUED),
         "test -z \"$(python3 -c 'print(6 * 7)')\"",
     ),
+    # the import after 64 KiB of comments: past the head of a file the audit reads (it flags a long .pth)
+    "pth-long": (
+        f"{{ yes '# pad' | head -n 12000; echo 'import os; os._exit(0)'; }} > {SITE}/zz-long.pth",
+        "test -z \"$(python3 -c 'print(6 * 7)')\"",
+    ),
     "rootconf": (
         f"{b64_file('/pytest.ini', '[pytest]' + chr(10))}; {b64_file('/conftest.py', 'import os; os._exit(0)')}",
         "test -s /pytest.ini && test -s /conftest.py",
@@ -413,7 +426,11 @@ def unprotected(monkeypatch, kind: str, trick: str) -> None:
 
 
 # each trick in a plain task and in one whose Dockerfile puts its own directory first on PATH/PYTHONPATH
-ONE_VARIANT = {"path-first shell": "path-first", "pth-glued": "plain"}  # another form of "pth" needs one
+ONE_VARIANT = {
+    "path-first shell": "path-first",
+    "pth-glued": "plain",
+    "pth-long": "plain",
+}  # another form of "pth" needs one
 CASES = [(t, v) for t in TRICKS for v in ("plain", "path-first") if ONE_VARIANT.get(t, v) == v]
 
 

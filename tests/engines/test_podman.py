@@ -100,15 +100,37 @@ def test_a_kill_through_the_engine_is_infra_and_an_end_inside_is_the_agents(podm
 
 
 def test_a_disk_filling_agent_is_stopped(podman, tools, tmp_path):
+    """Stopped within the docker sandbox's bound (2x storage_mb), read from Podman's own layer sizes."""
+    import threading
+
+    from tests.engines.test_docker import LIMIT_MB, stopped_in_time
+
     d = tmp_path / "fill"
     shutil.copytree(HELLO, d)
     (d / "task.toml").write_text(
-        (d / "task.toml").read_text().replace("[environment]", "[environment]\nstorage_mb = 64")
+        (d / "task.toml").read_text().replace("[environment]", f"[environment]\nstorage_mb = {LIMIT_MB}")
     )
-    rec = attempt(
-        tools, [ans("dd if=/dev/zero of=/tmp/fill bs=1M\n", d=2)] + [ans(":\n", d=0.5)] * 40, load_harbor(d)
+    api, seen, stop = client(podman).api, {"layer": 0}, threading.Event()
+
+    def watch():  # the container's writable layer, every 50 ms
+        while not stop.is_set():
+            for ct in api.containers(all=True, size=True, filters={"label": "horizon.run=t"}):
+                seen["layer"] = max(seen["layer"], ct.get("SizeRw") or 0)
+            time.sleep(0.05)
+
+    t = threading.Thread(target=watch, daemon=True)
+    t.start()
+    try:
+        answers = [ans("dd if=/dev/zero of=/tmp/fill bs=1M\n", d=2)] + [ans(":\n", d=0.5)] * 60
+        rec = attempt(tools, answers, load_harbor(d))
+    finally:
+        stop.set()
+        t.join()
+    print(f"\nthe layer reached {seen['layer'] / 2**20:.0f} MB (storage_mb {LIMIT_MB})")
+    assert rec["failure_mode"] == "sandbox_exhausted" and f"storage_mb ({LIMIT_MB} MB)" in rec["evidence"], (
+        rec
     )
-    assert rec["failure_mode"] == "sandbox_exhausted" and "storage_mb (64 MB)" in rec["evidence"], rec
+    assert seen["layer"] > LIMIT_MB * 2**20 and stopped_in_time(seen["layer"])  # it wrote; stopped soon after
     assert ours(podman) == []
 
 

@@ -22,6 +22,18 @@ def test_check_tasks_prints_each_task_and_names_file_and_field_of_the_malformed(
     assert main(["check-tasks", str(FIXTURES / "tb1-tasks"), "--format", "tb1"]) == 0
 
 
+def test_task_commands_read_the_format_from_the_tasks(capsys, tmp_path):
+    """check-tasks, oracle and collect as init: task.yaml is tb1, task.toml harbor, --format overrides."""
+    assert main(["check-tasks", str(FIXTURES / "tb1-tasks")]) == 0
+    captured = capsys.readouterr()
+    assert captured.out.splitlines()[-1] == "4 task directories: 4 ok, 0 unsupported, 0 malformed"
+    assert "tb1 tasks (read from them" in captured.err
+    with pytest.raises(SystemExit, match=r"horizon oracle: .*: no task directory holds task.yaml"):
+        main(["oracle", str(tmp_path)])
+    assert main(["check-tasks", str(FIXTURES / "tb1-tasks"), "--format", "harbor"]) == 1  # as told
+    assert capsys.readouterr().out.splitlines()[-1] == "4 task directories: 0 ok, 0 unsupported, 4 malformed"
+
+
 def test_check_tasks_names_what_a_sandbox_cannot_run(capsys):
     from horizon.cli import main
 

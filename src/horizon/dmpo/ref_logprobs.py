@@ -23,13 +23,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from horizon.dmpo.pairs import SIDES, assistant_turn_ids, list_column, side_rows
-from horizon.io import Journal, write_table
+from horizon.io import WEIGHT_FILES, Journal, write_table
 from horizon.progress import Progress
 
 log = logging.getLogger("horizon.dmpo.ref_logprobs")
 
 SCHEMA = pa.schema([("traj", pa.string()), ("n_turns", pa.int32()), ("logps", pa.list_(pa.float64()))])
-WEIGHT_FILES = ("*.safetensors", "*.bin", "*.pt")
 
 
 def file_sha256(path: str | Path) -> str:

@@ -30,7 +30,7 @@ from horizon.eval.models.backends import BackendError
 from horizon.eval.sandbox import SandboxError, sweep_run
 from horizon.eval.settings import Attempt, EvalSettings
 from horizon.eval.tasks.benchmark import Task
-from horizon.io import Journal, write_text
+from horizon.io import Journal, model_stamp, stamp, write_text
 from horizon.progress import Progress
 
 log = logging.getLogger("horizon.eval.rollout")
@@ -66,7 +66,17 @@ class _Repeat:
     """The attempts of one repeat: what is recorded, what is left, and running one with retries."""
 
     def __init__(
-        self, tasks, attempts, repeat, ctx, out_path, seed, max_infra_retries, seed_parts, on_record
+        self,
+        tasks,
+        attempts,
+        repeat,
+        ctx,
+        out_path,
+        seed,
+        max_infra_retries,
+        seed_parts,
+        on_record,
+        made_from,
     ):
         self.tasks, self.attempts, self.repeat, self.ctx = tasks, attempts, repeat, ctx
         self.out_path, self.seed, self.retries, self.seed_parts = (
@@ -76,11 +86,14 @@ class _Repeat:
             seed_parts,
         )
         self.on_record = on_record
-        self.journal = Journal(self.out_path.with_name(self.out_path.stem + ".partial.jsonl"))
+        self.journal = Journal(self.out_path.with_name(self.out_path.stem + ".partial.jsonl"), made_from)
+        # only this run's grid: a journal of more tasks or attempts (the config since narrowed) keeps the rest
+        grid = {(t.id, a) for t in tasks for a in range(attempts)}
         self.done: dict[tuple[str, int], Attempt] = {}
         for rec in self.journal.read():
             a = Attempt.from_dict(rec)
-            self.done[(a.task, a.attempt)] = a
+            if (a.task, a.attempt) in grid:
+                self.done[(a.task, a.attempt)] = a
         self.live = LiveSandboxes()
         self.lock = threading.Lock()
         # tasks this sandbox cannot run (a named skip): their other attempts are recorded without a retry
@@ -182,9 +195,14 @@ def run_repeat(
     max_infra_retries: int = 2,
     seed_parts: tuple = (),
     on_record: Callable[[Attempt], None] | None = None,
+    made_from: dict | None = None,
 ) -> list[Attempt]:
+    """Every attempt of `tasks` for one repeat, resuming from the journal beside `out_path` when it was
+    made from the same `made_from` (`rollout_inputs`); attempts.jsonl once all are recorded."""
     Path(out_path).parent.mkdir(parents=True, exist_ok=True)
-    rep = _Repeat(tasks, attempts, repeat, ctx, out_path, seed, max_infra_retries, seed_parts, on_record)
+    rep = _Repeat(
+        tasks, attempts, repeat, ctx, out_path, seed, max_infra_retries, seed_parts, on_record, made_from
+    )
     todo = rep.todo()
     if rep.done:
         log.info("resuming: %d attempts recorded, %d to run", len(rep.done), len(todo))
@@ -247,6 +265,40 @@ def make_backend(settings: EvalSettings, model_dir: str, tokenizer_dir: str, see
 def policy(settings: EvalSettings) -> dict:
     """The safety switches every attempt records (docs/evaluation/tasks.md)."""
     return {"network": settings.network, "same_shell_tests": settings.same_shell_tests}
+
+
+# settings that change how fast attempts run or how many there are, not what an attempt records: a
+# resumed job may change them (more attempts or concurrency, a vLLM flag after an out-of-memory error)
+NOT_AN_INPUT = (
+    "attempts",
+    "repeats",
+    "concurrency",
+    "max_infra_retries",
+    "vllm_command",
+    "vllm_args",
+    "vllm_prefix_caching",
+    "kv_cache",
+    "batching",
+    "reference_env",
+)
+
+
+def rollout_inputs(
+    model_dir: str, tasks_json: str, template_path: str, settings: EvalSettings, seed: int, signatures
+) -> dict:
+    """What a journaled attempt was made from: another model, task set, template, seed or setting that
+    changes an attempt, and the journal is not resumed (horizon.io.Journal)."""
+    from dataclasses import asdict
+
+    kept = {k: v for k, v in asdict(settings).items() if k not in NOT_AN_INPUT}
+    return {
+        "model": model_stamp(model_dir),
+        "tasks": stamp(tasks_json),
+        "template": stamp(template_path),
+        "seed": seed,
+        "signatures": list(signatures),
+        "settings": kept,
+    }
 
 
 def agent_config(settings: EvalSettings) -> AgentConfig:
@@ -319,6 +371,7 @@ def rollout_job(
                 settings.concurrency,
                 settings.max_infra_retries,
                 seed_parts=(model, bench),
+                made_from=rollout_inputs(model_dir, tasks_json, template_path, settings, seed, signatures),
             )
         finally:
             if server is not None:

@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from horizon.data.tokens import iter_token_rows
-from horizon.io import Journal, write_table
+from horizon.io import Journal, model_stamp, stamp, write_table
 from horizon.lmhead import token_logprobs
 from horizon.progress import Progress
 
@@ -131,6 +131,18 @@ def _score_batches(scorer: Scorer, todo: list[dict], rows: dict, h1: int, h2: in
         yield group, recs
 
 
+def shard_inputs(pool_path, token_shards, model_dir, h1: int, h2: int) -> dict:
+    """What a shard's journaled scores were made from: a journal of another model, horizon, pool or token
+    shards is not resumed (horizon.io.Journal)."""
+    return {
+        "model": model_stamp(model_dir),
+        "tokens": [stamp(s) for s in token_shards],
+        "pool": stamp(pool_path),
+        "h1": h1,
+        "h2": h2,
+    }
+
+
 def score_shard(
     pool_path: str | Path,
     token_shards: Sequence[str | Path],
@@ -147,7 +159,8 @@ def score_shard(
 ) -> dict:
     out_path = Path(out_path)
     mine = pq.read_table(pool_path).to_pylist()[shard::n_shards]  # sorted by length: every n-th row balances
-    journal = Journal(out_path.with_name(f".{out_path.stem}.partial.jsonl"))
+    made_from = shard_inputs(pool_path, token_shards, model_dir, h1, h2)
+    journal = Journal(out_path.with_name(f".{out_path.stem}.partial.jsonl"), made_from)
     done = {r["traj_id"] for r in journal.read()}
     todo = [r for r in mine if r["traj_id"] not in done]
     if done:

@@ -113,3 +113,36 @@ def test_nan_score_stops_with_the_traj_id(tiny_corpus, toks, tmp_path, monkeypat
             1,
         )
     assert not (tmp_path / "s.parquet").exists()
+
+
+def test_a_shard_resumes_only_a_journal_of_the_same_model_and_horizons(tiny_corpus, toks, tmp_path):
+    """A rerun after the model was retrained (or H1 changed) must not keep the old scores."""
+    from horizon.io import Journal
+    from horizon.score.scorer import shard_inputs
+
+    shard = tiny_corpus / "tokens.parquet"
+    h2 = min(len(ids) for ids, _, _ in toks.values())
+    h1 = h2 // 2
+    k1 = write_horizon([shard], h1, tmp_path / "k1.parquet")
+    k2 = write_horizon([shard], h2, tmp_path / "k2.parquet")
+    pq.write_table(pool_table(k1, k2, h2, exclude=set()), tmp_path / "pool.parquet")
+    out = tmp_path / "shard-000.parquet"
+    args = (tmp_path / "pool.parquet", [shard], tiny_corpus / "student", out, h1, h2, 0, 1)
+    score_shard(*args)
+    honest = {r["traj_id"]: r["score"] for r in pq.read_table(out).to_pylist()}
+    journal = out.with_name(".shard-000.partial.jsonl")
+
+    def rescored(made_from: dict | None) -> dict:
+        """The scores of a rerun after a killed run of `made_from` had journaled a score for every row."""
+        j = Journal(journal, made_from)
+        j.remove()
+        j.append([{"traj_id": t, "score": 123.0, "n_window_tokens": 1} for t in honest])
+        j.close()
+        score_shard(*args)
+        return {r["traj_id"]: r["score"] for r in pq.read_table(out).to_pylist()}
+
+    same = shard_inputs(*args[:3], h1, h2)
+    assert set(rescored(same).values()) == {123.0}  # the positive control: the same inputs resume
+    assert rescored({**same, "h1": h1 - 1}) == honest
+    assert rescored(shard_inputs(*args[:2], tmp_path / "endpoint", h1, h2)) == honest  # another model
+    assert rescored(None) == honest  # a journal from before made_from: its inputs unknown

@@ -204,6 +204,11 @@ def _entry_point_body(source: str) -> bool:
     return bool(imported) and calls <= allowed
 
 
+def whole(e: Entry) -> bool:
+    """Whether `head` is the whole file: a file of HEAD bytes or more may go on past what was read."""
+    return len(e.head) < HEAD
+
+
 def ld_cache(data: bytes) -> dict[str, str] | None:
     """glibc's ld.so.cache (the new format): soname -> path; None when it cannot be read."""
     base = data.find(b"glibc-ld.so.cache1.1")
@@ -366,7 +371,9 @@ class _Auditor:
         elif "/" not in rest and rest.endswith(".pth") and now is not None and now.kind == "file":
             img = self.image(c.path)
             lines = executable_pth(now.head)
-            if lines and not same(now, img):
+            if not same(now, img) and not whole(now):  # its end unread: a line there may run
+                self.flag(c.path, f"a .pth file too long to read whole (over {HEAD} bytes)")
+            elif lines and not same(now, img):
                 self.flag(c.path, f"a .pth file that runs code at start-up ({lines[0]})")
 
     def loader_cache(self, c: Change) -> None:
@@ -413,7 +420,7 @@ class _Auditor:
         if now is None or now.kind == "dir" or same(now, img):
             return
         section = _SECTION_CONFIG.get(name)
-        if section is None or section in now.head:
+        if section is None or section in now.head or not whole(now):
             self.flag(c.path, "pytest's configuration for /tests (in its ancestor /)")
 
     def interpreter_config(self, c: Change, parent: str) -> None:

@@ -168,6 +168,27 @@ def test_start_up_hooks_in_site_directories():
     assert f"{site}/numpy/__init__.py" in out.site_changes and f"{site}/zz.pth" in out.site_changes
 
 
+def read_as_the_layers_do(text: str) -> Entry:
+    """A file as the docker and local layers give it: its digest whole, its head cut at HEAD bytes."""
+    from horizon.eval.sandbox.integrity import HEAD
+
+    whole = f(text)
+    return Entry("file", digest=whole.digest, head=whole.head[:HEAD])
+
+
+def test_content_past_what_the_audit_reads_is_not_trusted():
+    """A .pth line or a pytest section after 64 KiB of padding: Python and pytest read it, the audit's head
+    does not, so a file that long is flagged where it changed (a real .pth or setup.cfg is a few lines)."""
+    site = "/usr/lib/python3/dist-packages"
+    padded = "# pad\n" * 12_000
+    assert flagged({f"{site}/zz.pth": read_as_the_layers_do(padded + "import os; os._exit(0)\n")}) == [
+        f"{site}/zz.pth"
+    ]
+    assert flagged({f"{site}/zz.pth": read_as_the_layers_do("/app/src\n")}) == []  # short: read whole
+    cfg = padded.replace("#", ";") + "[tool:pytest]\naddopts = -k nothing\n"
+    assert flagged({"/setup.cfg": read_as_the_layers_do(cfg)}) == ["/setup.cfg"]
+
+
 def test_executable_pth_lines():
     assert executable_pth(b"import os; os._exit(0)\n/app\n") == ["import os; os._exit(0)"]
     assert executable_pth(NSPKG.encode()) == []

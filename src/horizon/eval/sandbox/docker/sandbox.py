@@ -135,7 +135,8 @@ class DockerSandbox(Sandbox):
         self.container = self._run(c, image, labels)
         limit = self.spec.storage_mb << 20
         disk = storage.local_data_root(c)
-        self.watch = storage.StorageWatch(c, self.container.id, limit, self._outgrown, disk).start()
+        upper = storage.upper_dir(self.container) if disk else None
+        self.watch = storage.StorageWatch(c, self.container.id, limit, self._outgrown, disk, upper).start()
         self.exec(["mkdir", "-p", self._workdir, "/logs"], timeout=30, cwd="/", env=HARNESS_ENV)
         if self.exec(["sh", "-c", "command -v tmux"], timeout=30, cwd="/").rc != 0:
             self.stop()

@@ -52,3 +52,20 @@ def test_a_fast_writer_is_caught_within_a_poll_and_a_measurement_of_the_limit(mo
     finally:
         watch.stop()
     assert limit < caught[0] < 650 * MB, caught[0] / MB
+
+
+def test_a_local_layer_is_measured_from_its_directory_without_asking_the_daemon(tmp_path):
+    """The upper directory walked (milliseconds) instead of the API's SizeRw, whose latency let a fast
+    writer run 350 MB past the limit under podman; links are not followed, as SizeRw does not."""
+    upper = tmp_path / "upper"
+    (upper / "tmp" / "deep").mkdir(parents=True)
+    (upper / "tmp" / "fill").write_bytes(b"x" * 3000)
+    (upper / "tmp" / "deep" / "more").write_bytes(b"y" * 500)
+    outside = tmp_path / "big"
+    outside.write_bytes(b"z" * 100_000)
+    (upper / "tmp" / "link").symlink_to(outside)
+    link_size = (upper / "tmp" / "link").lstat().st_size
+    assert storage.tree_bytes(str(upper)) == 3500 + link_size
+    assert storage.tree_bytes(str(tmp_path / "gone")) is None
+    watch = storage.StorageWatch(None, "c" * 64, 1 << 20, lambda size: None, upper=str(upper))
+    assert watch.measure() == 3500 + link_size  # no client: the daemon is never asked
