@@ -14,8 +14,8 @@ Flagged (a non-directory entry; "changed" = its content or link target differs f
   resolves to the same file as the one it replaces, and a console script in pip's or uv's form
   whose interpreter the agent did not touch (pip and uv rewrite these on an upgrade);
 - Python: the standard library (lib/pythonX.Y outside site-/dist-packages, pythonXY.zip, /etc/pythonX.Y)
-  added to, changed or deleted (compiled bytecode in its __pycache__ is not flagged but removed
-  before the tests: `Audit.purge`); sitecustomize/usercustomize added or changed in a site directory;
+  added to, changed or deleted, a directory of it too (compiled bytecode in its __pycache__ is not
+  flagged but removed before the tests: `Audit.purge`); sitecustomize/usercustomize added or changed in a site directory;
   a `.pth` file added or changed in a site directory with a line that Python 3.11, 3.12 or 3.13
   executes at start-up (`import` and a space or a tab at the start of a line, the lines read as each
   of them reads the file: pth.py; setuptools' namespace-package lines, in exactly the forms
@@ -150,8 +150,9 @@ def same(a: Entry | None, b: Entry | None) -> bool:
     return (a.kind, a.target, a.digest) == (b.kind, b.target, b.digest)
 
 
-def resolve(path: str, lookup, depth: int = 32) -> str:
-    """`path` with every symbolic link in it followed, as seen through `lookup` (a view's entries)."""
+def resolve(path: str, lookup, depth: int = 40) -> str:
+    """`path` with every symbolic link in it followed, as seen through `lookup` (a view's entries), at
+    most `depth` links as Linux (its MAXSYMLINKS); past them, the path as far as it was followed."""
     parts, out = [p for p in path.split("/") if p], "/"
     while parts and depth > 0:
         nxt = posixpath.join(out, parts.pop(0))
@@ -282,8 +283,8 @@ class _Auditor:
     def changed_or_gone(self, c: Change, what: str, added: bool = True) -> None:
         """Any difference from the image at this path (an addition too, unless `added` is False)."""
         img = self.image(c.path)
-        if c.kind in "DO":
-            if img is not None and (img.kind != "dir" or c.kind == "O"):
+        if c.kind in "DO":  # a directory too: a layer names only the deleted directory, not its files
+            if img is not None:
                 self.flag(c.path, f"{what} removed")
             return
         now = self.now(c.path)
@@ -347,7 +348,7 @@ class _Auditor:
             if c.kind in "AC":
                 self.out.purge.append(c.path)
             return
-        if rest.endswith("__pycache__") and c.kind != "O":
+        if rest.endswith("__pycache__"):  # removed or made anew: Python compiles the bytecode again
             return
         self.changed_or_gone(c, "the standard library")
 
