@@ -328,9 +328,10 @@ def test_each_finding_names_the_path_and_why(changes, kw, expected):
 
 
 def test_an_unchanged_copy_up_is_not_flagged_by_any_rule():
-    """A file the agent touched (copied up, its own Entry) with the image's content: nothing changed."""
+    """A file the agent touched (copied up, its own Entry) with the image's content: nothing changed
+    (a cache the audit cannot read, a library on LD_LIBRARY_PATH of a system library's name too)."""
     image = {"/conftest.py": f("x"), f"{SITE}/distutils-precedence.pth": f("import _distutils_hack\n"),
-             CACHE: f(b"not glibc's format"), "/opt/lib/libtask.so.1": f("ELF task")}  # fmt: skip
+             CACHE: f(b"not glibc's format"), "/opt/lib/libc.so.6": f("ELF bundled libc")}  # fmt: skip
     copies = {p: f(e.head) for p, e in {**IMAGE, **image}.items() if e.kind == "file"}
     assert findings(copies, image=image, library_path="/opt/lib") == []
 
@@ -394,7 +395,8 @@ def test_a_library_on_ld_library_path_in_front_of_the_systems(d):
              f"{d}/libx.so.1.2": f("ELF x"), f"{d}/libdir.so.1": DIR}  # fmt: skip
     ld = "relative/lib:/opt/lib:/usr/local/cuda/lib64"
     planted = {"/opt/lib.real/libx.so.1": f("ELF evil"), "/opt/lib.real/libown.so.1": f("ELF own"),
-               "/opt/lib.real/libdir.so.1": f("ELF d"), "/usr/local/cuda/lib64/libx.so.1": None}  # fmt: skip
+               "/opt/lib.real/libdir.so.1": f("ELF d"), "/opt/lib.real/libx.so.1.2": DIR,
+               "/usr/local/cuda/lib64/libx.so.1": None}  # fmt: skip
     assert findings(planted, image=image, library_path=ld) == [
         "/opt/lib.real/libx.so.1: a library on LD_LIBRARY_PATH in front of the image's libx.so.1"
     ]
@@ -416,9 +418,13 @@ def test_programs_on_a_path_of_the_tasks_own():
     assert findings({"/app/bin/head": f("#!/bin/sh\nexit 0\n")}, path, image=image) == [
         "/app/bin/head: a program of the image changed"  # it stands before /usr/bin/head
     ]
-    assert (
-        findings({"/usr/local/bin/share": f("#!/bin/sh\n")}, path, image=image) == []
-    )  # a directory further on
+    # further on, /usr/bin/share is a directory: nothing shadowed
+    assert findings({"/usr/local/bin/share": f("#!/bin/sh\n")}, path, image=image) == []
+    # a directory of the image replaced by a program: no program of the image changed, one added
+    image |= {"/usr/local/bin/share": DIR, "/usr/local/bin/head": DIR}
+    assert findings(
+        {"/usr/local/bin/share": f("ELF"), "/usr/local/bin/head": f("ELF")}, path, image=image
+    ) == ["/usr/local/bin/head: a program added in front of /usr/bin/head on the PATH"]
     # programs added where no PATH reaches: /usr/sbin is not on this PATH
     assert findings({"/usr/sbin/newtool": f("ELF")}, "/app/bin:/usr/bin", image=image) == []
 
