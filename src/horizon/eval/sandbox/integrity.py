@@ -7,15 +7,17 @@ changes and, for each path asked, the entry as the sandbox holds it now and as t
 from outside the sandbox, and names each change to what decides a grade (`Audit.tampered`, each
 "path: why"). The attempt then fails as `tampered`, and the tests do not run.
 
-Flagged (a non-directory entry; "changed" = its content or link target differs from the image's):
+Flagged (a non-directory entry, and a directory of the image where a rule says deleted outside the
+programs' directories; "changed" = its content or link target differs from the image's):
 - programs: in /bin, /sbin, /usr/bin, /usr/sbin, /usr/local/bin, /usr/local/sbin, an entry of the
   image changed or deleted; in any directory of the image's PATH, an entry added or changed in front
   of one of the image's programs of the same name further on the PATH. Not flagged: a link that
   resolves to the same file as the one it replaces, and a console script in pip's or uv's form
   whose interpreter the agent did not touch (pip and uv rewrite these on an upgrade);
 - Python: the standard library (lib/pythonX.Y outside site-/dist-packages, pythonXY.zip, /etc/pythonX.Y)
-  added to, changed or deleted (compiled bytecode in its __pycache__ is not flagged but removed
-  before the tests: `Audit.purge`); sitecustomize/usercustomize added or changed in a site directory;
+  added to, changed or deleted, a directory of it too (compiled bytecode in its __pycache__ is not
+  flagged but removed before the tests: `Audit.purge`; nor is a __pycache__ removed or made anew);
+  sitecustomize/usercustomize added or changed in a site directory;
   a `.pth` file added or changed in a site directory with a line that Python 3.11, 3.12 or 3.13
   executes at start-up (`import` and a space or a tab at the start of a line, the lines read as each
   of them reads the file: pth.py; setuptools' namespace-package lines, in exactly the forms
@@ -34,7 +36,9 @@ to the graders' plugin guard (programs/pytest_guard.py), which loads every pytes
 Known false positives (honest work that is flagged): an editable install through setuptools' import
 hook (`__editable__*.pth`), a first install of setuptools (distutils-precedence.pth), upgrades of
 system packages with the network (apt rewriting /usr/bin or shared libraries), a Python built from
-source into /usr/local. docs/evaluation/security.md says the same.
+source into /usr/local. Not covered: a program of the image that is a link out of the watched
+directories (/etc/alternatives, a link into /opt) whose target changes there. docs/evaluation/security.md
+says the same.
 
 Imports: pth (how Python reads a .pth file); nothing else of horizon (the backends build Layers:
 docker/layer.py, overlay.py).
@@ -150,8 +154,9 @@ def same(a: Entry | None, b: Entry | None) -> bool:
     return (a.kind, a.target, a.digest) == (b.kind, b.target, b.digest)
 
 
-def resolve(path: str, lookup, depth: int = 32) -> str:
-    """`path` with every symbolic link in it followed, as seen through `lookup` (a view's entries)."""
+def resolve(path: str, lookup, depth: int = 40) -> str:
+    """`path` with every symbolic link in it followed, as seen through `lookup` (a view's entries), at
+    most `depth` links as Linux (its MAXSYMLINKS); past them, the path as far as it was followed."""
     parts, out = [p for p in path.split("/") if p], "/"
     while parts and depth > 0:
         nxt = posixpath.join(out, parts.pop(0))
@@ -287,8 +292,8 @@ class _Auditor:
     def changed_or_gone(self, c: Change, what: str, added: bool = True) -> None:
         """Any difference from the image at this path (an addition too, unless `added` is False)."""
         img = self.image(c.path)
-        if c.kind in "DO":
-            if img is not None and (img.kind != "dir" or c.kind == "O"):
+        if c.kind in "DO":  # a directory too: a layer names only the deleted directory, not its files
+            if img is not None:
                 self.flag(c.path, f"{what} removed")
             return
         now = self.now(c.path)
@@ -352,7 +357,7 @@ class _Auditor:
             if c.kind in "AC":
                 self.out.purge.append(c.path)
             return
-        if rest.endswith("__pycache__") and c.kind != "O":
+        if rest.endswith("__pycache__"):  # removed or made anew: Python compiles the bytecode again
             return
         self.changed_or_gone(c, "the standard library")
 

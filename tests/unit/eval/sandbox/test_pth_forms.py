@@ -23,12 +23,35 @@ from tests.unit.eval.sandbox.test_integrity import NSPKG
 ALL, OLD, NEW = {"3.11", "3.12", "3.13"}, {"3.11", "3.12"}, {"3.13"}
 
 
+RECORD = "sys.__dict__.setdefault('hz_ran', []).append"  # a list on the sys module, read after site
+
+
 def payload(name: str, sep: str = " ") -> str:
-    """A line that records that it ran (a list on the sys module, read after the site directory)."""
-    return f"import{sep}sys; sys.__dict__.setdefault('hz_ran', []).append({name!r})"
+    """A line that records that it ran."""
+    return f"import{sep}sys; {RECORD}({name!r})"
 
 
 NS = NSPKG.rstrip("\n")
+# setuptools' namespace line in its two other forms (older releases, and `setup.py develop`), as it
+# writes them: a parent and a child package, so the path tuple holds two names
+_ROOT = "p = os.path.join(sys._getframe(1).f_locals['sitedir'], *('zope', 'event'))"
+_TAIL = (
+    "m = m or sys.modules.setdefault('zope.event', types.ModuleType('zope.event'));"
+    "mp = (m or []) and m.__dict__.setdefault('__path__',[]);(p not in mp) and mp.append(p)"
+)
+NS_OLD = (
+    "import sys, types, os;has_mfs = sys.version_info > (3, 5);" + _ROOT + ";"
+    "importlib = has_mfs and __import__('importlib.util');has_mfs and __import__('importlib.machinery');"
+    "m = has_mfs and sys.modules.setdefault('zope.event', importlib.util.module_from_spec("
+    "importlib.machinery.PathFinder.find_spec('zope.event', [os.path.dirname(p)])));" + _TAIL
+)
+NS_DEVELOP = (
+    "import sys, types, os;"
+    + _ROOT
+    + ";ie = os.path.exists(os.path.join(p,'__init__.py'));"
+    + _TAIL.replace("m = m or sys", "m = not ie and sys")
+)
+CHILD = ";m and setattr(sys.modules['zope'], 'event', m)"
 # name -> (the file's bytes, the versions that run its payload)
 FORMS = {
     "space": (payload("space") + "\n", ALL),
@@ -49,6 +72,15 @@ FORMS = {
     "leading-tab": ("\t" + payload("leading-tab") + "\n", set()),
     "no-separator": (payload("no-separator").replace("import ", "import(") + "\n", set()),
     "comment": ("#" + payload("comment") + "\n", set()),
+    "namespace-old": (NS_OLD + CHILD + "\n", set()),  # setuptools' lines run no payload
+    "namespace-develop": (NS_DEVELOP + CHILD + "\n", set()),
+    # the namespace line's shape with code among the path's names: it runs before the join fails
+    "namespace-code-in-path": (
+        NS.replace("('google',)", "('google', " + RECORD + "('namespace-code-in-path'))") + "\n",
+        ALL,
+    ),
+    # syntax 3.11 cannot parse (PEP 701 quotes): the audit's own Python may be older than the grader's
+    "newer-syntax": ("import sys; " + RECORD + '(f"{"newer-syntax"}")\n', {"3.12", "3.13"}),
 }
 
 
@@ -69,6 +101,13 @@ def test_lines_that_run_code_are_flagged_and_setuptools_namespace_lines_are_not(
     assert executable_pth(NS.replace("'importlib.util'", "'evil'").encode()) != []
     # not UTF-8: read as a single-byte locale reads it too, where \x85 ends a line for 3.13
     assert executable_pth(b"/nowhere\xff\x85import os\n") != []
+
+
+def test_the_evidence_names_each_line_once_as_read_and_cut_at_120_characters():
+    # 3.11 reads the line with its form feed (whitespace to Python), 3.13 without: one line named
+    assert executable_pth(b"import os; os._exit(0)\x0c\r\n/app\n") == ["import os; os._exit(0)"]
+    long = "import os; " + "x = 1; " * 40 + "os._exit(0)"
+    assert executable_pth(long.encode()) == [long[:120]]
 
 
 def pythons() -> dict[str, str]:
