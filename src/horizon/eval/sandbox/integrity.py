@@ -29,16 +29,20 @@ programs' directories; "changed" = its content or link target differs from the i
   or deleted;
 - pytest's configuration in an ancestor of /tests (that is `/`): conftest.py, pytest.ini,
   .pytest.ini, pytest.toml, .pytest.toml, and tox.ini, setup.cfg or pyproject.toml with a pytest
-  section.
+  section;
+- programs out of the watched directories: a link in /etc/alternatives, or a file or link in another
+  `bin/` or `sbin/` (/opt/tool/bin/tool, /usr/lib/jvm/.../bin/java), that a link of the image's
+  program of the same name resolves through, changed or deleted.
 pytest plugins registered by entry points cannot be told from honest installs, so they are not
 flagged but neutralised: `Audit.site_changes` (every file added or changed in a site directory) goes
 to the graders' plugin guard (programs/pytest_guard.py), which loads every pytest11 plugin but those.
 Known false positives (honest work that is flagged): an editable install through setuptools' import
 hook (`__editable__*.pth`), a first install of setuptools (distutils-precedence.pth), upgrades of
 system packages with the network (apt rewriting /usr/bin or shared libraries), a Python built from
-source into /usr/local. Not covered: a program of the image that is a link out of the watched
-directories (/etc/alternatives, a link into /opt) whose target changes there. docs/evaluation/security.md
-says the same.
+source into /usr/local, an install that switches an alternative of one of the image's programs
+(`apt-get install gawk` moves awk's). Not covered: a program of the image reached through a link
+of another name out of the watched directories (the audit does not list the image).
+docs/evaluation/security.md says the same.
 
 Imports: pth (how Python reads a .pth file); nothing else of horizon (the backends build Layers:
 docker/layer.py, overlay.py).
@@ -62,6 +66,8 @@ _STDLIB = re.compile(r"^(?P<root>(?:/[^/]+)*?/lib(?:64)?/python\d+\.\d+t?)/(?P<r
 _PYZIP = re.compile(r"/lib(?:64)?/python\d+\.zip$")
 _SITE = re.compile(r"^(?P<site>.*?/(?:site|dist)-packages)/(?P<rest>.+)$")
 _ETC_PYTHON = re.compile(r"^/etc/python\d[^/]*/")
+# out of the programs' directories, where a program's link may lead: the alternatives, a tool's own bin/
+_OUT_OF_PATH = re.compile(r"^(?:/etc/alternatives/[^/]+|.*/s?bin/[^/]+)$")
 _LIBDIR = re.compile(r"^/(?:usr/(?:local/)?)?lib[^/]*/")
 _SHLIB = re.compile(r"\.so(?:\.[0-9][^/]*)?$")
 _HOOK = re.compile(r"^(?:sitecustomize|usercustomize)(?:$|[./])")
@@ -154,15 +160,18 @@ def same(a: Entry | None, b: Entry | None) -> bool:
     return (a.kind, a.target, a.digest) == (b.kind, b.target, b.digest)
 
 
-def resolve(path: str, lookup, depth: int = 40) -> str:
+def resolve(path: str, lookup, depth: int = 40, trail: list[str] | None = None) -> str:
     """`path` with every symbolic link in it followed, as seen through `lookup` (a view's entries), at
-    most `depth` links as Linux (its MAXSYMLINKS); past them, the path as far as it was followed."""
+    most `depth` links as Linux (its MAXSYMLINKS); past them, the path as far as it was followed.
+    `trail`, if given, gets each link followed on the way."""
     parts, out = [p for p in path.split("/") if p], "/"
     while parts and depth > 0:
         nxt = posixpath.join(out, parts.pop(0))
         e = lookup(nxt)
         if e is not None and e.kind == "link":
             depth -= 1
+            if trail is not None:
+                trail.append(nxt)
             target = e.target if e.target.startswith("/") else posixpath.join(out, e.target)
             parts = [p for p in target.split("/") if p] + parts
             out = "/"
@@ -286,6 +295,8 @@ class _Auditor:
             self.library_path(c, name)
         if name in ("pyvenv.cfg",) or name.endswith("._pth"):
             self.interpreter_config(c, parent)
+        if parent not in self.system and parent not in self.path_dirs and _OUT_OF_PATH.match(c.path):
+            self.program_target(c, name)
 
     # -- rules ---------------------------------------------------------------------------------
 
@@ -322,6 +333,26 @@ class _Auditor:
         ahead = self.shadowed(parent, name)
         if ahead and not self.harmless(c.path, now, ahead):
             self.flag(c.path, f"a program added in front of {ahead} on the PATH")
+
+    def program_target(self, c: Change, name: str) -> None:
+        """A link or file out of the watched directories that one of the image's programs of the same
+        name resolves through (Debian's /etc/alternatives/awk, /opt/tool/bin/tool), changed there."""
+        if c.kind in "AC" and same(self.now(c.path), self.image(c.path)):
+            return
+        for d in dict.fromkeys([*self.path_dirs, *sorted(self.system)]):
+            prog = posixpath.join(d, name)
+            img = self.image(prog)
+            if img is None or img.kind != "link":
+                continue
+            trail: list[str] = []
+            target = resolve(prog, self.image, trail=trail)
+            if c.path not in trail and c.path != target:
+                continue
+            now = resolve(prog, self.now)
+            if now == target and target not in self.changed and c.kind in "AC":
+                continue  # the chain moved, the program it reaches did not
+            self.flag(c.path, f"what the image's program {prog} runs changed")
+            return
 
     def shadowed(self, parent: str, name: str) -> str | None:
         """The image's program `name` that `parent/name` comes before on the PATH, if any."""

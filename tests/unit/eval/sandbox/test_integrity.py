@@ -121,6 +121,33 @@ def test_programs(changes, expected):
     assert flagged(changes) == expected
 
 
+ALTERNATIVES = {  # Debian's: /usr/bin/awk -> /etc/alternatives/awk -> /usr/bin/mawk; a JDK's java under /usr/lib
+    "/etc/alternatives": DIR,
+    "/etc/alternatives/awk": link("/usr/bin/mawk"),
+    "/usr/bin/mawk": f("ELF mawk"),
+    "/usr/bin/awk": link("/etc/alternatives/awk"),
+    "/etc/alternatives/java": link("/usr/lib/jvm/jdk/bin/java"),
+    "/usr/lib/jvm/jdk/bin/java": f("ELF java"),
+    "/usr/bin/java": link("/etc/alternatives/java"),
+}
+
+
+@pytest.mark.parametrize(
+    "changes, kinds, expected",
+    [
+        ({"/etc/alternatives/awk": link("/app/evil")}, {}, ["/etc/alternatives/awk"]),  # retargeted
+        ({"/usr/lib/jvm/jdk/bin/java": f("#!/bin/sh\nexit 0\n")}, {}, ["/usr/lib/jvm/jdk/bin/java"]),
+        ({"/etc/alternatives/awk": None}, {}, ["/etc/alternatives/awk"]),  # deleted
+        ({"/etc/alternatives/awk": link("/usr/bin/../bin/mawk")}, {}, []),  # the same program reached
+        ({"/etc/alternatives/awk": link("/usr/bin/mawk")}, {"/etc/alternatives/awk": "C"}, []),  # touched
+        ({"/app/tool/bin/awk": f("evil")}, {}, []),  # no image program resolves through it
+        ({"/etc/alternatives/vi": link("/app/evil")}, {}, []),  # not a program of the image
+    ],
+)
+def test_programs_that_lead_out_of_the_watched_directories(changes, kinds, expected):
+    assert flagged(changes, kinds=kinds, image=ALTERNATIVES) == expected
+
+
 def test_a_directory_first_on_the_path_shadows_nothing_unnoticed():
     path = "/app/bin:" + PATH
     assert flagged({"/app/bin/bash": f("#!/bin/sh\n")}, path) == ["/app/bin/bash"]
@@ -465,7 +492,8 @@ def test_a_link_to_a_file_the_agent_changed():
     assert findings(same_file, image=image) == []
     changed = {**same_file, "/opt/tool/bin/tool": f("ELF evil")}
     assert findings(changed, image=image) == [
-        "/usr/local/bin/tool: a program added in front of /usr/bin/tool on the PATH"
+        "/usr/local/bin/tool: a program added in front of /usr/bin/tool on the PATH",
+        "/opt/tool/bin/tool: what the image's program /usr/bin/tool runs changed",  # the file itself
     ]
 
 
