@@ -132,20 +132,27 @@ ALTERNATIVES = {  # Debian's: /usr/bin/awk -> /etc/alternatives/awk -> /usr/bin/
 }
 
 
+EVIL_AWK = {"/etc/alternatives/awk": link("/app/evil")}
+# a link of that name earlier on the PATH that does not lead through the alternative
+DIRECT_AWK = {"/usr/local/bin": DIR, "/usr/local/bin/awk": link("/usr/bin/mawk")}
+
+
 @pytest.mark.parametrize(
-    "changes, kinds, expected",
+    "changes, kinds, more_image, expected",
     [
-        ({"/etc/alternatives/awk": link("/app/evil")}, {}, ["/etc/alternatives/awk"]),  # retargeted
-        ({"/usr/lib/jvm/jdk/bin/java": f("#!/bin/sh\nexit 0\n")}, {}, ["/usr/lib/jvm/jdk/bin/java"]),
-        ({"/etc/alternatives/awk": None}, {}, ["/etc/alternatives/awk"]),  # deleted
-        ({"/etc/alternatives/awk": link("/usr/bin/../bin/mawk")}, {}, []),  # the same program reached
-        ({"/etc/alternatives/awk": link("/usr/bin/mawk")}, {"/etc/alternatives/awk": "C"}, []),  # touched
-        ({"/app/tool/bin/awk": f("evil")}, {}, []),  # no image program resolves through it
-        ({"/etc/alternatives/vi": link("/app/evil")}, {}, []),  # not a program of the image
+        (EVIL_AWK, {}, {}, ["/etc/alternatives/awk"]),  # retargeted
+        (EVIL_AWK, {}, DIRECT_AWK, ["/etc/alternatives/awk"]),  # the later program still counts
+        ({"/usr/lib/jvm/jdk/bin/java": f("#!/bin/sh\nexit 0\n")}, {}, {}, ["/usr/lib/jvm/jdk/bin/java"]),
+        ({"/etc/alternatives/awk": None}, {}, {}, ["/etc/alternatives/awk"]),  # deleted
+        ({"/etc/alternatives/awk": link("/usr/bin/../bin/mawk")}, {}, {}, []),  # the same program reached
+        ({"/etc/alternatives/awk": link("/usr/bin/mawk")}, {"/etc/alternatives/awk": "C"}, {}, []),  # touched
+        ({"/usr/lib/jvm/jdk/bin/java": f("ELF java")}, {"/usr/lib/jvm/jdk/bin/java": "C"}, {}, []),  # touched
+        ({"/app/tool/bin/awk": f("evil")}, {}, {}, []),  # no image program resolves through it
+        ({"/etc/alternatives/vi": link("/app/evil")}, {}, {}, []),  # not a program of the image
     ],
 )
-def test_programs_that_lead_out_of_the_watched_directories(changes, kinds, expected):
-    assert flagged(changes, kinds=kinds, image=ALTERNATIVES) == expected
+def test_programs_that_lead_out_of_the_watched_directories(changes, kinds, more_image, expected):
+    assert flagged(changes, kinds=kinds, image={**ALTERNATIVES, **more_image}) == expected
 
 
 def test_a_directory_first_on_the_path_shadows_nothing_unnoticed():
