@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from horizon.eval.sandbox import SandboxError, SandboxSpec, Unsupported
+from horizon.eval.sandbox.local import audit, syslayer
 from horizon.eval.sandbox.local.precheck import (
     KEPT,
     SYSTEM,
@@ -75,6 +76,7 @@ class LocalImage:
     start_dir: str = "/"  # the WORKDIR the first RUN runs in
     start_env: dict[str, str] = field(default_factory=dict)  # the ENV set before it
     system: list[str] = field(default_factory=list)  # system directories the staged files go into (read-only)
+    layer: list[str] = field(default_factory=list)  # system directories the build may write (syslayer.py)
     # the working directory of an image whose Dockerfile sets no WORKDIR: Docker's ("/"); /app for a
     # task without a Dockerfile (its files are copied there)
     default_workdir: str = "/app"
@@ -281,7 +283,9 @@ def mount_script(image: LocalImage, rebind_tools: bool) -> str:
     lines = ["set -e; umask 022", OVERLAY]
     for top in image.writable:
         lines.append(f"ovl /run/horizon/lower/{top} /run/horizon/upper/{top} horizon-{top} /{top}")
-    for top in image.system:
+    if image.layer:  # the build writes into a layer of its own over them
+        lines += syslayer.build_lines(image.layer, image.system)
+    for top in [] if image.layer else image.system:
         lines.append(f"mount -n -t overlay -o lowerdir=/run/horizon/lower/{top}:/{top} horizon-{top} /{top}")
     if rebind_tools:  # an overlay on /opt hid the toolchain's mount point
         lines += [
@@ -295,8 +299,9 @@ def mount_script(image: LocalImage, rebind_tools: bool) -> str:
     return "\n".join(lines)
 
 
-# after a build: each top-level directory its RUN steps made gets a writable layer like the staged ones
-# (the agent may write there, as in the image), then / goes read-only and the build's mounts go
+# after a build (and syslayer.seal_lines, which takes the apt-get stand-in away first): each top-level
+# directory its RUN steps made gets a writable layer like the staged ones (the agent may write there, as
+# in the image), then / goes read-only and the build's mounts go
 SEAL = f"""set -e; umask 022
 {OVERLAY}
 for d in /*; do
@@ -305,7 +310,6 @@ for d in /*; do
   ovl "$d" "/run/horizon/upper/$n" "horizon-$n" "$d"
 done
 umount -n -l /run/horizon/lower /run/horizon/upper
-for t in apt-get apt; do umount -n -l /usr/bin/$t 2>/dev/null; done
 mount -n -o remount,bind,ro /
 umount -n -l /run/horizon/build"""
 
@@ -328,8 +332,12 @@ def run_inside(sb, img: LocalImage, resolver: bool = False) -> None:
             f"{img.file}: line {line}: the step {why} in the sandbox: ...{tail[-600:]}", "local"
         )
     known = [*img.tops, *before]
-    r = sb.run_from_host(["sh", "-c", SEAL, "seal", *known], privileged=True, timeout=30)
+    seal = syslayer.seal_lines(img.layer, img.system) + SEAL
+    r = sb.run_from_host(["sh", "-c", seal, "seal", *known], privileged=True, timeout=30)
     if r.rc != 0:
         raise SandboxError(
             f"{sb.spec.name}: sealing / after the build failed: {r.stderr.decode(errors='replace')[-300:]}"
         )
+    if img.layer:
+        syslayer.check_size(sb.root, sb.spec.storage_mb, img.file)
+        syslayer.check_helpers(audit.View(sb.init_pid), img.file)

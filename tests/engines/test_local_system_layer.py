@@ -1,0 +1,91 @@
+"""Issue 51: a Dockerfile's RUN steps may write anywhere in their own root under the local sandbox, as in a
+Docker build (`ln -s … /usr/bin/python`, files in /usr/local/bin, the system Python's dist-packages,
+/etc, `useradd`, a COPY after a RUN into /usr), in a layer of the sandbox's own over the host's system
+directories: the host's never change, its secrets stay unreadable, the agent can change nothing of the
+layer, and the integrity audit reads what the build wrote as the image's."""
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from horizon.eval.oracle import run_one
+from horizon.eval.sandbox import make_sandbox
+from horizon.eval.sandbox.local import syslayer
+from horizon.eval.tasks.benchmark import load_harbor, sandbox_spec
+from tests.helpers import FIXTURES
+
+pytestmark = pytest.mark.engine
+NAME = "horizon-layer-probe"  # no host has a program, a module, a user or a file of this name
+DOCKERFILE = f"""FROM horizon-base:bookworm
+WORKDIR /app
+COPY files/ /app/
+RUN printf '#!/bin/sh\\necho from-the-build\\n' > /usr/local/bin/{NAME} && chmod +x /usr/local/bin/{NAME}
+RUN ln -sf /usr/bin/python3 /usr/bin/python
+RUN echo 'VALUE = 42' > /usr/lib/python3/dist-packages/horizon_layer_probe.py
+RUN useradd -m -s /bin/bash hzprobe && echo 'setting=1' > /etc/{NAME}.conf
+RUN cp /etc/shadow /app/shadow-seen-by-the-build
+COPY files/in.txt /usr/local/share/{NAME}/in.txt
+ENV PATH=/app/bin:$PATH
+"""
+TEST = f"""import subprocess
+
+def test_the_image_the_build_made():
+    assert subprocess.run(["{NAME}"], capture_output=True, text=True).stdout == "from-the-build\\n"
+    out = subprocess.run(["python", "-c", "import horizon_layer_probe as m; print(m.VALUE)"], capture_output=True, text=True)
+    assert out.stdout == "42\\n", out.stderr
+    assert "hzprobe:" in open("/etc/passwd").read()
+    assert open("/etc/{NAME}.conf").read() == "setting=1\\n"
+    assert open("/usr/local/share/{NAME}/in.txt").read() == open("/app/in.txt").read()
+    assert open("/app/out.txt").read() == "hello\\n"
+"""
+
+
+@pytest.fixture
+def layer_task(local_engine, tmp_path):
+    if not syslayer.available():
+        pytest.skip("the build's layer needs root and a kernel that idmaps mounts (Linux >= 5.19)")
+    d = tmp_path / "layer"
+    shutil.copytree(FIXTURES / "harbor-tasks" / "hello", d)
+    (d / "environment" / "Dockerfile").write_text(DOCKERFILE)
+    (d / "tests" / "test_outputs.py").write_text(TEST)
+    os.chmod(tmp_path, 0o755)  # the build context, readable by the sandbox's uid
+    return load_harbor(d)
+
+
+def test_the_oracle_passes_a_task_whose_build_writes_into_usr_and_etc(layer_task, tools):
+    """Each of these RUN steps failed: `Read-only file system`, `useradd: cannot lock /etc/passwd`; the
+    COPY after a RUN into /usr was refused."""
+    r = run_one("local", layer_task, tools)
+    assert (r.status, r.reward) == ("pass", 1.0), r
+    for host in (f"/usr/local/bin/{NAME}", f"/etc/{NAME}.conf", "/usr/lib/python3/dist-packages/horizon_layer_probe.py"):
+        assert not os.path.lexists(host), f"the build wrote the host's {host}"
+    assert "hzprobe:" not in Path("/etc/passwd").read_text()
+
+
+def test_the_agent_changes_nothing_of_the_layer_and_the_audit_reads_it_as_the_image(layer_task, tools):
+    with make_sandbox("local", sandbox_spec(layer_task, "layer"), toolchain=tools) as sb:
+        # the build read /etc/shadow with every password locked, never the host's hashes
+        seen = sb.exec(["cat", "/app/shadow-seen-by-the-build"]).stdout.splitlines()
+        assert seen and all(line.split(":")[1] in ("*", "!") for line in seen), seen
+        for trick in (
+            f"echo 'echo forged' > /usr/local/bin/{NAME}",
+            "echo 'import os' > /usr/lib/python3/dist-packages/zz-forge.pth",
+            "echo x >> /etc/passwd",
+            "ln -sf /app/out.txt /usr/bin/python",
+        ):
+            r = sb.exec(["sh", "-c", trick])
+            assert r.rc != 0 and "Read-only file system" in r.stderr, (trick, r)
+        # a program of the agent's first on the PATH: harmless where the image has none of its name ...
+        plant = "mkdir -p /app/bin && printf '#!/bin/sh\\necho forged\\n' > /app/bin/{0} && chmod +x /app/bin/{0}"
+        assert sb.exec(["sh", "-c", plant.format("horizon-own-tool")]).rc == 0
+        sb.kill_agent()
+        assert sb.audit() is None
+        # ... and tampering in front of the one the build installed (the host has none: read from the
+        # host, as before, the audit saw nothing in front of it)
+        assert sb.exec(["sh", "-c", plant.format(NAME)]).rc == 0
+        sb.kill_agent()
+        found = sb.audit()
+        assert found is not None and found.failure_mode == "tampered", found
+        assert f"/app/bin/{NAME}: a program added in front of /usr/local/bin/{NAME}" in found.evidence
