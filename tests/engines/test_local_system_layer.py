@@ -4,6 +4,7 @@ Docker build (`ln -s … /usr/bin/python`, files in /usr/local/bin, the system P
 directories: the host's never change, its secrets stay unreadable, the agent can change nothing of the
 layer, and the integrity audit reads what the build wrote as the image's."""
 
+import dataclasses
 import os
 import shutil
 from pathlib import Path
@@ -14,6 +15,7 @@ from horizon.eval.oracle import run_one
 from horizon.eval.sandbox import make_sandbox
 from horizon.eval.sandbox.local import syslayer
 from horizon.eval.tasks.benchmark import load_harbor, sandbox_spec
+from tests.engine_fixtures import ensure_debian_package
 from tests.helpers import FIXTURES
 
 pytestmark = pytest.mark.engine
@@ -89,3 +91,12 @@ def test_the_agent_changes_nothing_of_the_layer_and_the_audit_reads_it_as_the_im
         found = sb.audit()
         assert found is not None and found.failure_mode == "tampered", found
         assert f"/app/bin/{NAME}: a program added in front of /usr/local/bin/{NAME}" in found.evidence
+
+
+def test_a_task_with_the_internet_keeps_its_resolver_over_the_builds_etc(layer_task, tools):
+    """The agent's /etc is the build's layer over the host's: slirp4netns's resolver is bound on it again."""
+    ensure_debian_package("slirp4netns", "slirp4netns")
+    spec = dataclasses.replace(sandbox_spec(layer_task, "layer-net"), allow_internet=True)
+    with make_sandbox("local", spec, toolchain=tools) as sb:
+        assert sb.exec(["cat", "/etc/resolv.conf"]).stdout == "nameserver 10.0.2.3\n"
+        assert sb.exec(["cat", f"/etc/{NAME}.conf"]).stdout == "setting=1\n"

@@ -187,9 +187,10 @@ class LocalSandbox(Sandbox):
         """The Dockerfile's RUN steps, with the network where the machine gives one (as `docker build`
         gives it whatever the task's runtime network); the runtime keeps the task's own."""
         self.net = netns.build_network(self, setpriv)
-        imagebuild.run_inside(
-            self, self.image, resolver=self.net is not None and not self.spec.allow_internet
-        )
+        # slirp4netns's DNS at /etc/resolv.conf while the steps run, unless the runtime's is there already
+        # (the build's own /etc hides it)
+        own = self.spec.allow_internet and not self.image.layer
+        imagebuild.run_inside(self, self.image, resolver=self.net is not None and not own)
         if self.net is not None and not self.spec.allow_internet:
             self.net.stop()  # its tap device goes with it: the namespace has only loopback again
             self.net = None
