@@ -61,7 +61,11 @@ def test_the_oracle_passes_a_task_whose_build_writes_into_usr_and_etc(layer_task
     COPY after a RUN into /usr was refused."""
     r = run_one("local", layer_task, tools)
     assert (r.status, r.reward) == ("pass", 1.0), r
-    for host in (f"/usr/local/bin/{NAME}", f"/etc/{NAME}.conf", "/usr/lib/python3/dist-packages/horizon_layer_probe.py"):
+    for host in (
+        f"/usr/local/bin/{NAME}",
+        f"/etc/{NAME}.conf",
+        "/usr/lib/python3/dist-packages/horizon_layer_probe.py",
+    ):
         assert not os.path.lexists(host), f"the build wrote the host's {host}"
     assert "hzprobe:" not in Path("/etc/passwd").read_text()
 
@@ -80,7 +84,9 @@ def test_the_agent_changes_nothing_of_the_layer_and_the_audit_reads_it_as_the_im
             r = sb.exec(["sh", "-c", trick])
             assert r.rc != 0 and "Read-only file system" in r.stderr, (trick, r)
         # a program of the agent's first on the PATH: harmless where the image has none of its name ...
-        plant = "mkdir -p /app/bin && printf '#!/bin/sh\\necho forged\\n' > /app/bin/{0} && chmod +x /app/bin/{0}"
+        plant = (
+            "mkdir -p /app/bin && printf '#!/bin/sh\\necho forged\\n' > /app/bin/{0} && chmod +x /app/bin/{0}"
+        )
         assert sb.exec(["sh", "-c", plant.format("horizon-own-tool")]).rc == 0
         sb.kill_agent()
         assert sb.audit() is None

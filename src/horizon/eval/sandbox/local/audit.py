@@ -1,17 +1,19 @@
 """The integrity audit in the local sandbox: the writable directories that decide a grade, before and after.
 
-The host's system directories are read-only in the sandbox, so the agent cannot change its shell, the
-host's Python or its libraries. What it can write are the task's own top-level directories (/app, and
+The system directories are read-only in the sandbox (the host's, with the build's layer over them:
+syslayer.py), so the agent cannot change its shell, the image's Python or its libraries. What it can
+write are the task's own top-level directories (/app, and
 those the Dockerfile's RUN steps made, such as /opt/venv): a directory of the image's PATH or a
 Python installed there (`ENV PATH=/app/bin:$PATH`, a virtual environment made by RUN) decides what
 the grader runs as much as /usr/bin does. Those are watched: each directory of the PATH that lies in
 a writable top (its entries), each Python site directory and standard library there (recursively),
-scanned once after the build (the image) and again after the agent (now). The scan runs inside the
-sandbox's mount namespace (run_from_host) with the host's own Python (the sandbox's /usr is the
-host's, read-only): `-I -S`, nothing of the sandbox's on its path, no link followed. The two scans
-make an integrity.SnapshotLayer; paths outside the watched ones are the host's, read on the host.
+scanned once after the build (the image) and again after the agent (now). The harness reads them
+itself, from the host, through /proc/PID/root of the sandbox's pid 1 (View: each link on the way
+resolved inside the sandbox's root, never the host's; nothing of the sandbox runs, its python3 may be
+the build's). The two scans make an integrity.SnapshotLayer; the system directories are read the
+same way, as the sandbox holds them (the build's layer included: the image's side of every rule).
 
-Imports: integrity, overlay (entry_of for host paths).
+Imports: integrity, overlay (entry_of).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import stat
 
 from horizon.eval.sandbox import SandboxError
 from horizon.eval.sandbox.integrity import HEAD, Entry, resolve
+
 
 class View:
     """The sandbox's files as its own processes see them, read from the host through /proc/PID/root of its
@@ -85,7 +88,9 @@ class _Scan:
                     first = f.read(HEAD)
             except OSError:
                 pass
-        digest = f"{st.st_size}:{st.st_ino}:{st.st_ctime_ns}" if kind == "file" else ""  # ctime: no write unseen
+        digest = (
+            f"{st.st_size}:{st.st_ino}:{st.st_ctime_ns}" if kind == "file" else ""
+        )  # ctime: no write unseen
         self.out[path] = Entry(kind, target=target, digest=digest, head=first)
         return kind
 

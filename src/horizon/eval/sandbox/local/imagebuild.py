@@ -10,14 +10,16 @@ Every other step is applied in order (horizon.eval.tasks.dockerfile.plan):
   RUN with the Dockerfile's SHELL and the ENV so far (and the network where the machine has one:
   netns.build_network), COPY/ADD (each staged on the host by the same rules as a tree of its own,
   laid over / in its turn: root:root, the sources' modes), WORKDIR; `/` is writable while they run
-  and read-only after. `apt-get install` of packages the host has is satisfied by the host (the
+  and read-only after, and so are the system directories where the build has a layer of its own
+  over them (syslayer.py: root and idmapped mounts). `apt-get install` of packages the host has is satisfied by the host (the
   stand-in image); one it lacks fails the step.
 Staged files are owned by the sandbox's uid, its root inside: as Docker's COPY gives root:root.
 - ENV becomes the environment of the agent's shell and of the tests (image_env), starting from the FROM
   image's as Docker would give it (Docker's default PATH: `ENV PATH=/opt/venv/bin:$PATH` extends it);
   ARG values are in the environment of the RUN steps after them, as in a Docker build.
 A step it cannot reproduce (what precheck.static_reasons finds before anything runs, and a RUN that
-fails in the sandbox: writing into the host's system directories, fetching without a network) makes
+fails in the sandbox: fetching without a network; without the layer, writing into the system
+directories) makes
 the task `Unsupported` for the local sandbox, naming the line and the reason.
 """
 

@@ -1,6 +1,7 @@
 """The `local` sandbox: bubblewrap, no daemon, no image. The agent in it is hostile by assumption.
 
-Files: the host's system directories read-only (/usr, /etc, /bin, /lib...), / itself read-only;
+Files: the host's system directories read-only (/usr, /etc, /bin, /lib...; with what the Dockerfile's
+RUN steps wrote there in a layer of their own, syslayer.py), / itself read-only;
 /app (and every top-level directory the task's Dockerfile puts files in: imagebuild.py, which also
 replays its RUN steps before the agent starts) an overlay of the task's files (a host copy with fixed
 timestamps, read-only underneath) and a tmpfs of `storage_mb` for what the agent writes; /tmp, /var/tmp, /root and /run tmpfs; the
@@ -212,7 +213,11 @@ class LocalSandbox(Sandbox):
         after, _ = audit.scan(self, watch)
         view = audit.View(self.init_pid)
         layer = integrity.SnapshotLayer(
-            self._before, after, watch["flat"], watch["deep"], lambda p: audit.system_entry(view, p, SYSTEM_DIRS)
+            self._before,
+            after,
+            watch["flat"],
+            watch["deep"],
+            lambda p: audit.system_entry(view, p, SYSTEM_DIRS),
         )
         env = self.image_env()
         found = integrity.audit(layer, env.get("PATH") or "", env.get("LD_LIBRARY_PATH") or "")

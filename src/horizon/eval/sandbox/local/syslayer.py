@@ -33,7 +33,6 @@ from __future__ import annotations
 import functools
 import logging
 import os
-import posixpath
 import shutil
 import stat
 import subprocess
@@ -94,7 +93,9 @@ def available() -> bool:
     host's directories (tried once, on a user namespace of a throwaway process)."""
     if os.geteuid() != 0 or not shutil.which("unshare"):
         return False
-    child = subprocess.Popen(["unshare", "--user", "--map-root-user", "sleep", "30"], stdin=subprocess.DEVNULL)
+    child = subprocess.Popen(
+        ["unshare", "--user", "--map-root-user", "sleep", "30"], stdin=subprocess.DEVNULL
+    )
     try:
         for _ in range(200):  # until the child is in its namespace
             if os.readlink(f"/proc/{child.pid}/ns/user") != os.readlink("/proc/self/ns/user"):
@@ -244,4 +245,3 @@ def check_helpers(view, file: str) -> None:
             "runs these as the sandbox's root after the agent",
             "local",
         )
-

@@ -118,7 +118,8 @@ def test_check_tasks_names_images_the_host_cannot_stand_in_for_users_and_missing
     )
     assert (users in out) != layer and any(line.startswith("ok     users ") for line in out) == layer, out
     assert any(
-        line.startswith("skip   user-agent ") and "line 5: USER: agent (the local sandbox has only root)" in line
+        line.startswith("skip   user-agent ")
+        and "line 5: USER: agent (the local sandbox has only root)" in line
         for line in out
     ), out
     assert (
