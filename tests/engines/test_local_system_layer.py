@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from horizon.eval.oracle import run_one
-from horizon.eval.sandbox import make_sandbox
+from horizon.eval.sandbox import Unsupported, make_sandbox
 from horizon.eval.sandbox.local import syslayer
 from horizon.eval.tasks.benchmark import load_harbor, sandbox_spec
 from tests.engine_fixtures import ensure_debian_package
@@ -106,3 +106,30 @@ def test_a_task_with_the_internet_keeps_its_resolver_over_the_builds_etc(layer_t
     with make_sandbox("local", spec, toolchain=tools) as sb:
         assert sb.exec(["cat", "/etc/resolv.conf"]).stdout == "nameserver 10.0.2.3\n"
         assert sb.exec(["cat", f"/etc/{NAME}.conf"]).stdout == "setting=1\n"
+
+
+@pytest.mark.parametrize(
+    "step, why",
+    [
+        (
+            "RUN head -c 3000000 /dev/zero > /usr/local/lib/big",
+            r"wrote \d MB into the system directories, more than the task's storage \(2 MB\)",
+        ),
+        (
+            "RUN cp /bin/tar /app/tar && ln -sf /app/tar /usr/local/bin/tar",
+            r"left tar \(/app/tar\) outside the read-only system directories",
+        ),
+    ],
+    ids=["over-storage", "helper-in-app"],
+)
+def test_a_build_over_its_storage_or_routing_a_helper_to_the_agent_is_unsupported(
+    layer_task, tools, step, why
+):
+    """The layer counts towards the task's storage; the harness runs tar as the sandbox's root after the
+    agent, so a build may not leave it where the agent writes."""
+    with (Path(layer_task.path) / "environment" / "Dockerfile").open("a") as f:
+        f.write(step + "\n")
+    spec = dataclasses.replace(sandbox_spec(layer_task, "layer-bad"), storage_mb=2)
+    with pytest.raises(Unsupported, match=why):
+        with make_sandbox("local", spec, toolchain=tools):
+            pass

@@ -37,6 +37,7 @@ import shutil
 import stat
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from horizon.eval.sandbox import SandboxError, Unsupported
@@ -97,10 +98,11 @@ def available() -> bool:
         ["unshare", "--user", "--map-root-user", "sleep", "30"], stdin=subprocess.DEVNULL
     )
     try:
-        for _ in range(200):  # until the child is in its namespace
-            if os.readlink(f"/proc/{child.pid}/ns/user") != os.readlink("/proc/self/ns/user"):
-                break
-            os.sched_yield()
+        deadline = time.monotonic() + 10
+        while os.readlink(f"/proc/{child.pid}/ns/user") == os.readlink("/proc/self/ns/user"):
+            if time.monotonic() > deadline or child.poll() is not None:  # until it is in its namespace
+                raise OSError(f"unshare --user did not start a user namespace ({child.poll()})")
+            time.sleep(0.005)
         fd = os.open(f"/proc/{child.pid}/ns/user", os.O_RDONLY)
         try:
             r = _idmap(fd, -1, [(f"/{t}", "") for t in tops()])
