@@ -27,7 +27,7 @@ RUN printf '#!/bin/sh\\necho from-the-build\\n' > /usr/local/bin/{NAME} && chmod
 RUN ln -sf /usr/bin/python3 /usr/bin/python
 RUN echo 'VALUE = 42' > /usr/lib/python3/dist-packages/horizon_layer_probe.py
 RUN useradd -m -s /bin/bash hzprobe && echo 'setting=1' > /etc/{NAME}.conf
-RUN cp /etc/shadow /app/shadow-seen-by-the-build
+RUN cp /etc/shadow /app/shadow-seen-by-the-build && (cat /etc/{NAME}-secret-* > /app/secret-seen 2>&1; true)
 COPY files/in.txt /usr/local/share/{NAME}/in.txt
 ENV PATH=/app/bin:$PATH
 """
@@ -70,33 +70,56 @@ def test_the_oracle_passes_a_task_whose_build_writes_into_usr_and_etc(layer_task
     assert "hzprobe:" not in Path("/etc/passwd").read_text()
 
 
-def test_the_agent_changes_nothing_of_the_layer_and_the_audit_reads_it_as_the_image(layer_task, tools):
-    with make_sandbox("local", sandbox_spec(layer_task, "layer"), toolchain=tools) as sb:
-        # the build read /etc/shadow with every password locked, never the host's hashes
-        seen = sb.exec(["cat", "/app/shadow-seen-by-the-build"]).stdout.splitlines()
-        assert seen and all(line.split(":")[1] in ("*", "!") for line in seen), seen
-        for trick in (
-            f"echo 'echo forged' > /usr/local/bin/{NAME}",
-            "echo 'import os' > /usr/lib/python3/dist-packages/zz-forge.pth",
-            "echo x >> /etc/passwd",
-            "ln -sf /app/out.txt /usr/bin/python",
-        ):
-            r = sb.exec(["sh", "-c", trick])
-            assert r.rc != 0 and "Read-only file system" in r.stderr, (trick, r)
-        # a program of the agent's first on the PATH: harmless where the image has none of its name ...
-        plant = (
-            "mkdir -p /app/bin && printf '#!/bin/sh\\necho forged\\n' > /app/bin/{0} && chmod +x /app/bin/{0}"
-        )
-        assert sb.exec(["sh", "-c", plant.format("horizon-own-tool")]).rc == 0
-        sb.kill_agent()
-        assert sb.audit() is None
-        # ... and tampering in front of the one the build installed (the host has none: read from the
-        # host, as before, the audit saw nothing in front of it)
-        assert sb.exec(["sh", "-c", plant.format(NAME)]).rc == 0
-        sb.kill_agent()
-        found = sb.audit()
-        assert found is not None and found.failure_mode == "tampered", found
-        assert f"/app/bin/{NAME}: a program added in front of /usr/local/bin/{NAME}" in found.evidence
+@pytest.mark.parametrize("upper", ["disk", "storage-tmpfs"])
+def test_the_agent_changes_nothing_of_the_layer_and_the_audit_reads_it_as_the_image(
+    layer_task, tools, upper, monkeypatch
+):
+    """On the host's disk, or where that cannot hold an overlay's upper layer (an overlayfs /tmp), on
+    the sandbox's storage tmpfs."""
+    if upper != "disk":
+        monkeypatch.setattr(syslayer, "UPPERS", syslayer.UPPERS[1:])
+    secret = Path(f"/etc/{NAME}-secret-{os.getpid()}")  # a file only the host's root may read
+    fd = os.open(secret, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    os.write(fd, b"the host's secret\n")
+    os.close(fd)
+    try:
+        with make_sandbox("local", sandbox_spec(layer_task, "layer"), toolchain=tools) as sb:
+            check_layer(sb, upper)
+    finally:
+        secret.unlink()
+
+
+def check_layer(sb, upper: str) -> None:
+    """The build's files, none of the host's secrets, nothing the agent can change, and the audit's view."""
+    on_disk = sb.root / "layer" / "usr" / "data" / "local" / "bin" / NAME
+    assert on_disk.is_file() == (upper == "disk")
+    assert sb.exec([NAME]).stdout == "from-the-build\n"
+    # the build read /etc/shadow with every password locked, never the host's hashes
+    seen = sb.exec(["cat", "/app/shadow-seen-by-the-build"]).stdout.splitlines()
+    assert seen and all(line.split(":")[1] in ("*", "!") for line in seen), seen
+    # nor a file only the host's root may read (hidden from the build; unreadable to the agent)
+    assert "the host's secret" not in sb.exec(["cat", "/app/secret-seen"]).stdout
+    assert sb.exec(["sh", "-c", f"cat /etc/{NAME}-secret-*"]).rc != 0
+    for trick in (
+        f"echo 'echo forged' > /usr/local/bin/{NAME}",
+        "echo 'import os' > /usr/lib/python3/dist-packages/zz-forge.pth",
+        "echo x >> /etc/passwd",
+        "ln -sf /app/out.txt /usr/bin/python",
+    ):
+        r = sb.exec(["sh", "-c", trick])
+        assert r.rc != 0 and "Read-only file system" in r.stderr, (trick, r)
+    # a program of the agent's first on the PATH: harmless where the image has none of its name ...
+    plant = "mkdir -p /app/bin && printf '#!/bin/sh\\necho forged\\n' > /app/bin/{0} && chmod +x /app/bin/{0}"
+    assert sb.exec(["sh", "-c", plant.format("horizon-own-tool")]).rc == 0
+    sb.kill_agent()
+    assert sb.audit() is None
+    # ... and tampering in front of the one the build installed (the host has none: read from the
+    # host, as before, the audit saw nothing in front of it)
+    assert sb.exec(["sh", "-c", plant.format(NAME)]).rc == 0
+    sb.kill_agent()
+    found = sb.audit()
+    assert found is not None and found.failure_mode == "tampered", found
+    assert f"/app/bin/{NAME}: a program added in front of /usr/local/bin/{NAME}" in found.evidence
 
 
 def test_a_task_with_the_internet_keeps_its_resolver_over_the_builds_etc(layer_task, tools):

@@ -100,6 +100,7 @@ def static_reasons(
                     "which the host (the stand-in image) lacks"
                 )
     reasons += base_reasons(plan) + ([] if layer else user_reasons(plan)) + place_reasons(plan, layer)
+    reasons += owner_reasons(plan)
     return reasons + (source_reasons(plan, Path(context)) if context else [])
 
 
@@ -131,6 +132,36 @@ def user_reasons(plan: df.Plan) -> list[str]:
                 f"{plan.file}: line {s.line}: RUN: {', '.join(found)}: users other than root "
                 "(/etc/passwd is the host's, read-only: the build has no layer of its own over it "
                 "without root and idmapped mounts)"
+            )
+    return out
+
+
+def chown_owners(command: str) -> list[str]:
+    """The owners a RUN line gives files with chown/chgrp that are not root (`chown -R agent:agent /app`)."""
+    out = []
+    for part in re.split(r"&&|\|\||;|\|", command):
+        try:
+            words = shlex.split(part)
+        except ValueError:
+            continue
+        for i, w in enumerate(words):
+            if os.path.basename(w) in ("chown", "chgrp"):
+                owner = next((x for x in words[i + 1 :] if not x.startswith("-")), "")
+                names = [n for n in re.split(r"[:.]", owner) if n]
+                if owner and not owner.startswith("--reference") and any(n not in ("root", "0") for n in names):
+                    out.append(owner)
+    return out
+
+
+def owner_reasons(plan: df.Plan) -> list[str]:
+    """RUN steps that give files to a user other than root: the sandbox maps only root (chown fails)."""
+    out = []
+    for s in plan.steps:
+        owners = chown_owners(s.text) if s.kind == "RUN" else []
+        if owners:
+            out.append(
+                f"{plan.file}: line {s.line}: RUN: chown to {', '.join(owners)}: files of a user other than "
+                "root (the sandbox maps only root)"
             )
     return out
 

@@ -147,20 +147,22 @@ def _hide_private(host: Path, upper: Path) -> None:
 
 
 def prepare(root: Path) -> list[str]:
-    """root/layer/T/{data,work} for each system directory; /etc's whiteouts and locked copies. The
-    caller gives the tree to the sandbox's uid."""
+    """root/layer/T/{data,work} for each system directory, and /etc's mask (root/layer/.mask/etc: the
+    whiteouts and the locked copies, a lower layer over the host's /etc wherever the upper one lies).
+    The caller gives the tree to the sandbox's uid."""
     out = tops()
     for t in out:
         for d in ("data", "work"):
             (root / "layer" / t / d).mkdir(parents=True)
     if "etc" in out:
-        data = root / "layer" / "etc" / "data"
-        _hide_private(Path("/etc"), data)
+        mask = root / "layer" / ".mask" / "etc"
+        mask.mkdir(parents=True)
+        _hide_private(Path("/etc"), mask)
         for name in SECRETS:
             src = Path("/etc") / name
             if src.is_file() and not src.is_symlink():
-                (data / name).write_text(_locked(src.read_text(errors="replace")))
-                (data / name).chmod(0o640)
+                (mask / name).write_text(_locked(src.read_text(errors="replace")))
+                (mask / name).chmod(0o640)
     return out
 
 
@@ -171,17 +173,37 @@ def attach(sb, layer: list[str]) -> None:
         raise SandboxError(f"{sb.spec.name}: the build's layer over /{layer[0]}: {r.stderr.strip()[-300:]}")
 
 
+# where the build's upper layers may lie, tried in order: the sandbox's directory on the host's disk,
+# else (a disk that cannot hold one: an overlayfs /tmp) the sandbox's storage tmpfs, bounded by
+# storage_mb with /app's writes
+UPPERS = (LAYER, "/run/horizon/upper/.system")
+# $1 the build's lower layers, $2 the directory, $3 the read-only lower layers without a build layer
+# (the staged files over the host's) or nothing; a layer in use is marked `in-use` beside its data
+SYSOVL = """sysovl() {
+  for u in %s; do
+    mkdir -p "$u/$2/data" "$u/$2/work" 2>/dev/null || continue
+    o="lowerdir=$1,upperdir=$u/$2/data,workdir=$u/$2/work"
+    if mount -n -t overlay -o "$o,userxattr" "horizon-$2" "/$2" 2>/dev/null ||
+       mount -n -t overlay -o "$o" "horizon-$2" "/$2" 2>/dev/null; then : > "$u/$2/in-use"; return 0; fi
+  done
+  echo "horizon: no writable layer for /$2: the build sees it read-only" >&2
+  [ -z "$3" ] || mount -n -t overlay -o "lowerdir=$3" "horizon-$2" "/$2"
+}"""
+
+
+def _mask(t: str) -> str:
+    return f"{LAYER}/.mask/{t}:" if t == "etc" else ""
+
+
 def build_lines(layer: list[str], staged: list[str]) -> list[str]:
-    """Mount-script lines: each system directory writable over its idmapped host directory (and the
-    files staged into it before the first RUN), then the idmapped mounts leave the view."""
-    lines = []
+    """Mount-script lines: each system directory writable over its idmapped host directory (/etc's mask
+    and the files staged into it before the first RUN above that), then the idmapped mounts leave the
+    view."""
+    lines = [SYSOVL % " ".join(UPPERS)]
     for t in layer:
-        lower = f"/run/horizon/lower/{t}:{SYS}/{t}" if t in staged else f"{SYS}/{t}"
-        o = f"lowerdir={lower},upperdir={LAYER}/{t}/data,workdir={LAYER}/{t}/work"
-        lines.append(
-            f'mount -n -t overlay -o "{o},userxattr" horizon-{t} /{t} 2>/dev/null || '
-            f'mount -n -t overlay -o "{o}" horizon-{t} /{t}'
-        )
+        lower = (f"/run/horizon/lower/{t}:" if t in staged else "") + f"{_mask(t)}{SYS}/{t}"
+        plain = f"/run/horizon/lower/{t}:/{t}" if t in staged else ""
+        lines.append(f"sysovl {lower} {t} {plain}")
     lines += [f"umount -n -l {SYS}/{t}" for t in layer]
     return lines
 
@@ -191,11 +213,13 @@ def seal_lines(layer: list[str], staged: list[str]) -> str:
     plain directory (the agent's view); the layer's directory leaves the view."""
     lines = ["for t in apt-get apt; do umount -n -l /usr/bin/$t 2>/dev/null || true; done"]
     for t in layer:
-        lower = f"{LAYER}/{t}/data:" + (f"/run/horizon/lower/{t}:" if t in staged else "") + f"/{t}"
+        rest = (f"/run/horizon/lower/{t}:" if t in staged else "") + f"{_mask(t)}/{t}"
         lines += [
-            f"umount -n -l /{t}",
-            f'mount -n -t overlay -o "lowerdir={lower},userxattr" horizon-{t} /{t} 2>/dev/null || '
-            f'mount -n -t overlay -o "lowerdir={lower}" horizon-{t} /{t}',
+            f'u=""; for c in {" ".join(UPPERS)}; do [ -e "$c/{t}/in-use" ] && u="$c/{t}/data" && break; done',
+            f'if [ -n "$u" ]; then umount -n -l /{t}',
+            f'  mount -n -t overlay -o "lowerdir=$u:{rest},userxattr" horizon-{t} /{t} 2>/dev/null || '
+            f'mount -n -t overlay -o "lowerdir=$u:{rest}" horizon-{t} /{t}',
+            "fi",
         ]
     if layer:
         lines.append(f"umount -n -l {LAYER}")

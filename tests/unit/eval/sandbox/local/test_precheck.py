@@ -103,6 +103,7 @@ def test_check_tasks_names_images_the_host_cannot_stand_in_for_users_and_missing
     tb1(tmp_path, "ubuntu", "RUN true\n", head="FROM ghcr.io/laude-institute/t-bench/ubuntu-24-04:latest\n")
     tb1(tmp_path, "users", "RUN useradd -m agent && echo ok\n")
     tb1(tmp_path, "user-agent", "RUN useradd -m agent\nUSER agent\n")
+    tb1(tmp_path, "user-owned", "RUN mkdir -p /app && chown -R agent:agent /app && chown root:0 /app\n")
     (tb1(tmp_path, "no-solution", "") / "solution.sh").unlink()
     assert main(["check-tasks", str(tmp_path), "--format", "tb1", "--sandbox", "local"]) == 0
     out = capsys.readouterr().out.splitlines()
