@@ -148,7 +148,11 @@ def chown_owners(command: str) -> list[str]:
             if os.path.basename(w) in ("chown", "chgrp"):
                 owner = next((x for x in words[i + 1 :] if not x.startswith("-")), "")
                 names = [n for n in re.split(r"[:.]", owner) if n]
-                if owner and not owner.startswith("--reference") and any(n not in ("root", "0") for n in names):
+                if (
+                    owner
+                    and not owner.startswith("--reference")
+                    and any(n not in ("root", "0") for n in names)
+                ):
                     out.append(owner)
     return out
 
