@@ -79,6 +79,7 @@ class LocalImage:
     start_env: dict[str, str] = field(default_factory=dict)  # the ENV set before it
     system: list[str] = field(default_factory=list)  # system directories the staged files go into (read-only)
     layer: list[str] = field(default_factory=list)  # system directories the build may write (syslayer.py)
+    root_files: list[str] = field(default_factory=list)  # files staged into / itself (/entrypoint.sh)
     # the working directory of an image whose Dockerfile sets no WORKDIR: Docker's ("/"); /app for a
     # task without a Dockerfile (its files are copied there)
     default_workdir: str = "/app"
@@ -140,16 +141,30 @@ def stage_later_copies(steps: list[df.Step], context: Path, root: Path, file: st
             set_mtimes(layer)
 
 
-def tops_of(plan: df.Plan) -> list[str]:
-    """The top-level directories the Dockerfile puts files or its WORKDIR in (each gets an overlay)."""
+def tops_of(plan: df.Plan, context: Path | None = None) -> list[str]:
+    """The top-level directories the Dockerfile puts files or its WORKDIR in (each gets an overlay); a
+    file copied to / itself (`COPY entrypoint.sh /entrypoint.sh`) is none."""
     tops = {"app"}
     for s in plan.steps:
         paths = s.args[-1:] if s.kind in ("COPY", "ADD") else s.args if s.kind == "WORKDIR" else ()
         for p in paths:
             top = p.strip("/").split("/", 1)[0]
-            if top:
+            if top and not (s.kind != "WORKDIR" and context is not None and _root_file(s, context)):
                 tops.add(top)
     return sorted(tops)
+
+
+def _root_file(step: df.Step, context: Path) -> bool:
+    """A COPY/ADD of one file to a name in / (Docker makes it a file there, not a directory)."""
+    *patterns, dest = step.args
+    if dest.endswith("/") or "/" in dest.strip("/"):
+        return False
+    try:
+        srcs = [p for pat in patterns for p in sources(context, pat, "")]
+    except Unsupported:
+        return False
+    one = srcs[0] if len(srcs) == 1 else None
+    return one is not None and one.is_file() and not (step.kind == "ADD" and tarfile.is_tarfile(one))
 
 
 def prepare(spec: SandboxSpec, root: Path) -> LocalImage:
@@ -171,7 +186,12 @@ def prepare(spec: SandboxSpec, root: Path) -> LocalImage:
         raise Unsupported(
             "; ".join(reasons[:3]) + (f" (and {len(reasons) - 3} more)" if len(reasons) > 3 else ""), "local"
         )
-    out = LocalImage(tops=tops_of(plan), env={**plan.env, **spec.env}, file=plan.file, default_workdir="/")
+    out = LocalImage(
+        tops=tops_of(plan, spec.dockerfile_dir),
+        env={**plan.env, **spec.env},
+        file=plan.file,
+        default_workdir="/",
+    )
     steps = list(plan.steps)
     while steps and steps[0].kind != "RUN":
         s = steps.pop(0)
@@ -210,6 +230,7 @@ def _settle_tops(out: LocalImage, image: Path, workdir: str | None) -> None:
         tops.add(top)
     out.tops = sorted(tops)
     out.system = [t for t in out.tops if t in SYSTEM]
+    out.root_files = sorted(p.name for p in image.iterdir() if p.is_file() and not p.is_symlink())
 
 
 def write_build_files(root: Path) -> Path:
@@ -295,6 +316,8 @@ def mount_script(image: LocalImage, rebind_tools: bool) -> str:
             "mount -n --bind /run/horizon/tools /opt/horizon",
             "mount -n -o remount,bind,ro /opt/horizon",
         ]
+    # files staged into / itself: copied there while / is writable (a build), else bound read-only at start
+    lines += [f"cp -a /run/horizon/lower/{shlex.quote(f)} /" for f in image.root_files if image.inside]
     if not image.inside:  # a build still needs the upper layer for the directories its RUN steps make
         lines.append("umount -n -l /run/horizon/lower /run/horizon/upper")
     lines += [f"touch -h -d @{FIXED_MTIME} /{top}" for top in image.writable]

@@ -314,6 +314,10 @@ class LocalSandbox(Sandbox):
                 argv += ["--dir", f"/{top}"]
         if self.image.inside:
             argv += ["--ro-bind", str(self.root / "build"), "/run/horizon/build"]
+        else:  # files the Dockerfile copied into / itself (a build copies them: imagebuild.mount_script)
+            argv += [
+                a for f in self.image.root_files for a in ("--ro-bind", str(self.root / "image" / f), f"/{f}")
+            ]
         if self.image.layer:  # the build's layer over the system directories (syslayer.py)
             argv += ["--bind", str(self.root / "layer"), syslayer.LAYER]
             argv += [a for t in self.image.layer for a in ("--dir", f"{syslayer.SYS}/{t}")]
