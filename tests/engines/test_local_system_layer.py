@@ -156,3 +156,19 @@ def test_a_build_over_its_storage_or_routing_a_helper_to_the_agent_is_unsupporte
     with pytest.raises(Unsupported, match=why):
         with make_sandbox("local", spec, toolchain=tools):
             pass
+
+
+@pytest.mark.parametrize("base, hidden", [("python:3.12-slim", True), ("debian:bookworm", False)])
+def test_a_python_image_stand_in_lets_pip_install_into_the_system(layer_task, tools, base, hidden):
+    """Docker's python images carry no EXTERNALLY-MANAGED marker, so `pip install` there installs into
+    the system; the host's Debian Python has one (PEP 668), hidden in the build of a FROM python image."""
+    markers = sorted(Path("/usr/lib").glob("python3*/EXTERNALLY-MANAGED"))
+    if not markers:
+        pytest.skip("the host's Python has no EXTERNALLY-MANAGED marker: nothing to hide")
+    dockerfile = Path(layer_task.path) / "environment" / "Dockerfile"
+    dockerfile.write_text(
+        f"FROM {base}\nRUN ls /usr/lib/python3*/EXTERNALLY-MANAGED > /app/markers 2>&1; true\n"
+    )
+    with make_sandbox("local", sandbox_spec(layer_task, "layer-py"), toolchain=tools) as sb:
+        seen = sb.exec(["cat", "/app/markers"]).stdout
+    assert (str(markers[0]) in seen) != hidden, seen

@@ -80,6 +80,7 @@ class LocalImage:
     system: list[str] = field(default_factory=list)  # system directories the staged files go into (read-only)
     layer: list[str] = field(default_factory=list)  # system directories the build may write (syslayer.py)
     root_files: list[str] = field(default_factory=list)  # files staged into / itself (/entrypoint.sh)
+    base: str = ""  # the FROM image the host stands in for
     # the working directory of an image whose Dockerfile sets no WORKDIR: Docker's ("/"); /app for a
     # task without a Dockerfile (its files are copied there)
     default_workdir: str = "/app"
@@ -191,6 +192,7 @@ def prepare(spec: SandboxSpec, root: Path) -> LocalImage:
         env={**plan.env, **spec.env},
         file=plan.file,
         default_workdir="/",
+        base=plan.base,
     )
     steps = list(plan.steps)
     while steps and steps[0].kind != "RUN":

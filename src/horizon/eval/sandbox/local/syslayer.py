@@ -146,17 +146,24 @@ def _hide_private(host: Path, upper: Path) -> None:
             _hide_private(Path(entry.path), upper / entry.name)
 
 
-def prepare(root: Path) -> list[str]:
-    """root/layer/T/{data,work} for each system directory, and /etc's mask (root/layer/.mask/etc: the
-    whiteouts and the locked copies, a lower layer over the host's /etc wherever the upper one lies).
-    The caller gives the tree to the sandbox's uid."""
+def prepare(root: Path, python_image: bool = False) -> list[str]:
+    """root/layer/T/{data,work} for each system directory, and its mask (root/layer/.mask/T, a lower
+    layer over the host's T wherever the upper one lies): /etc's whiteouts and locked copies; for a
+    FROM python image, a whiteout over the host Python's EXTERNALLY-MANAGED (Docker's python images
+    have none: `pip install` there installs into the system, which Debian's marker refuses). The
+    caller gives the tree to the sandbox's uid."""
     out = tops()
     for t in out:
         for d in ("data", "work"):
             (root / "layer" / t / d).mkdir(parents=True)
+        (root / "layer" / ".mask" / t).mkdir(parents=True)
+    if python_image and "usr" in out:
+        for marker in Path("/usr/lib").glob("python3*/EXTERNALLY-MANAGED"):
+            hidden = root / "layer" / ".mask" / "usr" / "lib" / marker.parent.name
+            hidden.mkdir(parents=True, exist_ok=True)
+            os.mknod(hidden / marker.name, stat.S_IFCHR | 0o000, 0)
     if "etc" in out:
         mask = root / "layer" / ".mask" / "etc"
-        mask.mkdir(parents=True)
         _hide_private(Path("/etc"), mask)
         for name in SECRETS:
             src = Path("/etc") / name
@@ -192,7 +199,7 @@ SYSOVL = """sysovl() {
 
 
 def _mask(t: str) -> str:
-    return f"{LAYER}/.mask/{t}:" if t == "etc" else ""
+    return f"{LAYER}/.mask/{t}:"
 
 
 def build_lines(layer: list[str], staged: list[str]) -> list[str]:
