@@ -7,11 +7,15 @@ directory T that is a directory on the host (/usr, /etc; /bin, /lib... where the
 an overlay:
 - lower: the host's T through an idmapped mount (mapped into the sandbox's user namespace: what the
   host's root owns reads as the sandbox's root's, so that root inside may change it; the host's T
-  sees none of it). /etc's lower layer is covered, in the build's upper layer, by a whiteout over
-  each entry that only the host's root may read (keys, the host's own secrets: a Docker image has
-  none of them) and by shadow and gshadow with every password locked;
+  sees none of it), under a mask of the harness's making (root/layer/.mask/T): over /etc, a
+  whiteout on each entry only the host's root may read (keys, the host's own secrets: a Docker
+  image has none of them) and shadow and gshadow with every password locked; over /usr, for a FROM
+  python image, a whiteout on the host Python's EXTERNALLY-MANAGED (Docker's python images have
+  none, so `pip install` into the system works there);
 - upper: root/layer/T on the host's disk (the sandbox's own directory, its uid's), bounded by the
-  task's `storage_mb` (`check_size`, when the build ends: the build is the task's, not the agent's).
+  task's `storage_mb` (`check_size`, when the build ends: the build is the task's, not the agent's);
+  where the disk cannot hold an overlay's upper layer (an overlayfs /tmp), the sandbox's storage
+  tmpfs (UPPERS).
 After the build (`seal_lines`), each T is a read-only overlay of the build's layer over the host's
 plain T: the agent sees the build's files (root's) and the host's (nobody's, as before), and can
 change none of them; the layer's directory leaves the sandbox's view. The integrity audit reads this
