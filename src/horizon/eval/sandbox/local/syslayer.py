@@ -29,7 +29,7 @@ Needs root (an idmapped mount of the host's directories; Linux >= 5.19 for an ov
 `available()` tries it once per process. Elsewhere the system directories stay read-only while the
 build runs, and precheck names the steps that need them.
 
-Imports: the sandbox protocol, integrity (resolve), audit (the view's records).
+Imports: the sandbox protocol, integrity (resolve).
 """
 
 from __future__ import annotations
