@@ -27,7 +27,7 @@ RUN printf '#!/bin/sh\\necho from-the-build\\n' > /usr/local/bin/{NAME} && chmod
 RUN ln -sf /usr/bin/python3 /usr/bin/python
 RUN echo 'VALUE = 42' > /usr/lib/python3/dist-packages/horizon_layer_probe.py
 RUN useradd -m -s /bin/bash hzprobe && echo 'setting=1' > /etc/{NAME}.conf
-RUN cp /etc/shadow /app/shadow-seen-by-the-build && (cat /etc/{NAME}-secret-* > /app/secret-seen 2>&1; true)
+RUN cp /etc/shadow /app/shadow-seen-by-the-build && (rm -rf /run/horizon/mask/etc/* /run/horizon/layer/*/*; cat /etc/{NAME}-secret-* > /app/secret-seen 2>&1; true)
 COPY files/in.txt /usr/local/share/{NAME}/in.txt
 ENV PATH=/app/bin:$PATH
 """

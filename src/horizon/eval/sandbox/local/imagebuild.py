@@ -359,6 +359,8 @@ def run_inside(sb, img: LocalImage, resolver: bool = False) -> None:
             f"{img.file}: line {line}: the step {why} in the sandbox: ...{tail[-600:]}", "local"
         )
     known = [*img.tops, *before]
+    if img.layer:
+        syslayer.reattach(sb)
     seal = syslayer.seal_lines(img.layer, img.system)
     if img.layer and sb.spec.allow_internet:  # the agent's /etc hides the runtime's resolv.conf: again
         seal += f"mount -n --bind {RESOLV} /etc/resolv.conf\nmount -n -o remount,bind,ro /etc/resolv.conf\n"

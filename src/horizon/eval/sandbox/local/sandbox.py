@@ -320,6 +320,7 @@ class LocalSandbox(Sandbox):
             ]
         if self.image.layer:  # the build's layer over the system directories (syslayer.py)
             argv += ["--bind", str(self.root / "layer"), syslayer.LAYER]
+            argv += ["--ro-bind", str(self.root / "mask"), syslayer.MASK]
             argv += [a for t in self.image.layer for a in ("--dir", f"{syslayer.SYS}/{t}")]
         argv += (
             ["--ro-bind", str(tools), "/opt/horizon"] if tools is not None else ["--dir", self.grader_home]

@@ -7,7 +7,7 @@ directory T that is a directory on the host (/usr, /etc; /bin, /lib... where the
 an overlay:
 - lower: the host's T through an idmapped mount (mapped into the sandbox's user namespace: what the
   host's root owns reads as the sandbox's root's, so that root inside may change it; the host's T
-  sees none of it), under a mask of the harness's making (root/layer/.mask/T): over /etc, a
+  sees none of it), under a mask of the harness's making (root/mask/T): over /etc, a
   whiteout on each entry only the host's root may read (keys, the host's own secrets: a Docker
   image has none of them) and shadow and gshadow with every password locked; over /usr, for a FROM
   python image, a whiteout on the host Python's EXTERNALLY-MANAGED (Docker's python images have
@@ -51,14 +51,16 @@ log = logging.getLogger("horizon.eval.sandbox")
 SYSTEM = ("usr", "etc", "bin", "sbin", "lib", "lib32", "lib64", "libx32")
 LAYER = "/run/horizon/layer"  # root/layer inside, while the build runs and until it is sealed
 SYS = "/run/horizon/sys"  # the idmapped host directories, until the build's overlays hold them
+MASK = "/run/horizon/mask"  # root/mask inside, likewise: what the build does not see of the host's
 SECRETS = ("shadow", "gshadow", "shadow-", "gshadow-")  # locked copies in the build's /etc
 # what the harness runs as root inside the sandbox after the agent (reset_for_grading, clear_grading)
 HELPERS = ("sh", "mount", "umount", "mkdir", "tar", "cat")
 HELPER_PATH = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin")
 
-# run on the host by a fresh, single-threaded python: argv = user-namespace fd, mount-namespace fd,
-# then pairs of (host directory, mount point inside). open_tree(CLONE) + mount_setattr(IDMAP|RDONLY)
-# + setns(mount namespace) + move_mount: the syscalls' numbers are the same on every architecture
+# run on the host by a fresh, single-threaded python: argv = user-namespace fd (-1: a plain bind),
+# mount-namespace fd (-1: only try), then pairs of (host directory, mount point inside).
+# open_tree(CLONE) + mount_setattr(IDMAP|RDONLY) + setns(mount namespace) + move_mount: the syscalls'
+# numbers are the same on every architecture
 IDMAP = r"""
 import ctypes, os, struct, sys
 libc = ctypes.CDLL(None, use_errno=True)
@@ -70,8 +72,9 @@ userns, mntns, pairs = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3:]
 trees = []
 for src in pairs[0::2]:
     fd = call(f"open_tree {src}", libc.syscall(428, -100, src.encode(), 1 | os.O_CLOEXEC))
-    attr = ctypes.create_string_buffer(struct.pack("QQQQ", 0x100000 | 1, 0, 0, userns))
-    call(f"mount_setattr {src}", libc.syscall(442, fd, b"", 0x1000, attr, 32))
+    if userns >= 0:  # else a plain bind
+        attr = ctypes.create_string_buffer(struct.pack("QQQQ", 0x100000 | 1, 0, 0, userns))
+        call(f"mount_setattr {src}", libc.syscall(442, fd, b"", 0x1000, attr, 32))
     trees.append(fd)
 if mntns >= 0:
     call("setns", libc.setns(mntns, 0x20000))
@@ -151,8 +154,8 @@ def _hide_private(host: Path, upper: Path) -> None:
 
 
 def prepare(root: Path, python_image: bool = False) -> list[str]:
-    """root/layer/T/{data,work} for each system directory, and its mask (root/layer/.mask/T, a lower
-    layer over the host's T wherever the upper one lies): /etc's whiteouts and locked copies; for a
+    """root/layer/T/{data,work} for each system directory, and its mask (root/mask/T, a lower layer
+    over the host's T wherever the upper one lies, out of the build's reach once its overlays hold it): /etc's whiteouts and locked copies; for a
     FROM python image, a whiteout over the host Python's EXTERNALLY-MANAGED (Docker's python images
     have none: `pip install` there installs into the system, which Debian's marker refuses). The
     caller gives the tree to the sandbox's uid."""
@@ -160,14 +163,14 @@ def prepare(root: Path, python_image: bool = False) -> list[str]:
     for t in out:
         for d in ("data", "work"):
             (root / "layer" / t / d).mkdir(parents=True)
-        (root / "layer" / ".mask" / t).mkdir(parents=True)
+        (root / "mask" / t).mkdir(parents=True)
     if python_image and "usr" in out:
         for marker in Path("/usr/lib").glob("python3*/EXTERNALLY-MANAGED"):
-            hidden = root / "layer" / ".mask" / "usr" / "lib" / marker.parent.name
+            hidden = root / "mask" / "usr" / "lib" / marker.parent.name
             hidden.mkdir(parents=True, exist_ok=True)
             os.mknod(hidden / marker.name, stat.S_IFCHR | 0o000, 0)
     if "etc" in out:
-        mask = root / "layer" / ".mask" / "etc"
+        mask = root / "mask" / "etc"
         _hide_private(Path("/etc"), mask)
         for name in SECRETS:
             src = Path("/etc") / name
@@ -182,6 +185,14 @@ def attach(sb, layer: list[str]) -> None:
     r = _idmap(sb.ns["user"], sb.ns["mnt"], [(f"/{t}", f"{SYS}/{t}") for t in layer])
     if r.returncode != 0:
         raise SandboxError(f"{sb.spec.name}: the build's layer over /{layer[0]}: {r.stderr.strip()[-300:]}")
+
+
+def reattach(sb) -> None:
+    """root/layer at LAYER again for the seal (it left the view before the build ran: the build's
+    steps never reach their upper layers but through the overlays)."""
+    r = _idmap(-1, sb.ns["mnt"], [(str(sb.root / "layer"), LAYER)])
+    if r.returncode != 0:
+        raise SandboxError(f"{sb.spec.name}: the build's layer for its seal: {r.stderr.strip()[-300:]}")
 
 
 # where the build's upper layers may lie, tried in order: the sandbox's directory on the host's disk,
@@ -203,7 +214,7 @@ SYSOVL = """sysovl() {
 
 
 def _mask(t: str) -> str:
-    return f"{LAYER}/.mask/{t}:"
+    return f"{MASK}/{t}:"
 
 
 def build_lines(layer: list[str], staged: list[str]) -> list[str]:
@@ -215,16 +226,17 @@ def build_lines(layer: list[str], staged: list[str]) -> list[str]:
         lower = (f"/run/horizon/lower/{t}:" if t in staged else "") + f"{_mask(t)}{SYS}/{t}"
         plain = f"/run/horizon/lower/{t}:/{t}" if t in staged else ""
         lines.append(f"sysovl {lower} {t} {plain}")
-    lines += [f"umount -n -l {SYS}/{t}" for t in layer]
+    lines += [f"umount -n -l {SYS}/{t}" for t in layer] + [f"umount -n -l {MASK} {LAYER}"]
     return lines
 
 
 def seal_lines(layer: list[str], staged: list[str]) -> str:
     """After the build: each system directory a read-only overlay of the build's layer over the host's
-    plain directory (the agent's view); the layer's directory leaves the view."""
+    plain directory (the agent's view: what the mask hid is the host's again, which the agent cannot
+    read, nobody's); the layer's directory leaves the view."""
     lines = ["for t in apt-get apt; do umount -n -l /usr/bin/$t 2>/dev/null || true; done"]
     for t in layer:
-        rest = (f"/run/horizon/lower/{t}:" if t in staged else "") + f"{_mask(t)}/{t}"
+        rest = (f"/run/horizon/lower/{t}:" if t in staged else "") + f"/{t}"
         lines += [
             f'u=""; for c in {" ".join(UPPERS)}; do [ -e "$c/{t}/in-use" ] && u="$c/{t}/data" && break; done',
             f'if [ -n "$u" ]; then umount -n -l /{t}',
