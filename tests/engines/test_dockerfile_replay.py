@@ -5,6 +5,7 @@ files (what a command in the sandbox prints), at build time (RUN) and at run tim
 import pytest
 
 from horizon.eval.sandbox import make_sandbox
+from horizon.eval.sandbox.local import syslayer
 from horizon.eval.tasks.benchmark import load_harbor, sandbox_spec
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
@@ -19,6 +20,13 @@ FORMS = {
     "legacy ENV key value": ("ENV LEGACY some value with spaces\n", "LEGACY"),
     "${VAR:-word} ${VAR:+word}": ("ENV A=set\nENV D=${UNSET:-dflt} E=${A:+alt} F=${UNSET:+no}\n", "A D E F"),
     "relative WORKDIR": ("WORKDIR /app\nWORKDIR sub\nRUN pwd > /app/pwd.txt\n", ""),
+    "writes into the system directories": (  # the build's own layer over the host's (syslayer.py)
+        "RUN ln -sf /usr/bin/python3 /usr/bin/python && echo 'x=1' > /etc/horizon-form.conf"
+        " && mkdir -p /usr/local/share/hz && echo usr > /usr/local/share/hz/f && useradd -M hzform\n"
+        "RUN readlink /usr/bin/python > /app/link.txt && cat /etc/horizon-form.conf > /app/conf.txt"
+        " && cat /usr/local/share/hz/f > /app/usr.txt && getent passwd hzform | cut -d: -f1,6 > /app/user.txt\n",
+        "",
+    ),
     "ENV after RUN": (
         'RUN echo "$PATH" > /app/build-path.txt\nENV LATE=$PATH:/late\nRUN echo "$LATE" > /app/late.txt\n',
         "LATE",
@@ -47,6 +55,8 @@ def observe(kind: str, task, keys: str, tools) -> str:
 
 @pytest.mark.parametrize("form", list(FORMS))
 def test_docker_and_local_see_the_same_image(dockerd, tools, tmp_path, form):
+    if form == "writes into the system directories" and not syslayer.available():
+        pytest.skip("the build's layer needs root and a kernel that idmaps mounts (Linux >= 5.19)")
     body, keys = FORMS[form]
     task = task_dir(tmp_path, form, body)
     built, replayed = observe("docker", task, keys, tools), observe("local", task, keys, tools)

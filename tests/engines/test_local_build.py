@@ -140,3 +140,26 @@ def test_build_steps_get_the_network_and_the_runtime_keeps_the_tasks(local_engin
     finally:
         server.shutdown()
         server.server_close()
+
+
+ROOT_FILES = {
+    "with-run": """FROM horizon-base:bookworm
+COPY run.sh /early.sh
+RUN echo built > /app/built.txt
+COPY text.txt /late.txt
+RUN chmod 600 /late.txt
+""",
+    "without-run": "FROM horizon-base:bookworm\nCOPY run.sh /early.sh\n",
+}
+
+
+@pytest.mark.parametrize("form", list(ROOT_FILES))
+def test_a_file_copied_into_the_root_is_a_file_there(local_engine, tools, shared_dir, form):
+    """`COPY entrypoint.sh /entrypoint.sh` made /entrypoint.sh a directory (an overlay's mount point), and
+    the next RUN's chmod failed: `tar: ./entrypoint.sh: Cannot open: File exists` (harbor's hello-healthcheck)."""
+    task = tb1_task(shared_dir)
+    (Path(task.path) / "Dockerfile").write_text(ROOT_FILES[form])
+    with make_sandbox("local", sandbox_spec(task, f"root-{form}"), toolchain=tools) as sb:
+        r = sb.exec(["sh", "-c", "stat -c '%n %F %a' /early.sh /late.txt 2>&1; cat /early.sh"], timeout=60)
+    late = "/late.txt regular file 600" if form == "with-run" else "No such file"
+    assert "/early.sh regular file 750" in r.stdout and late in r.stdout and "echo run" in r.stdout, r

@@ -18,7 +18,8 @@ import tempfile
 from pathlib import Path
 
 from horizon.eval.sandbox import SandboxError, SandboxSpec
-from horizon.eval.sandbox.local import imagebuild
+from horizon.eval.sandbox.local import imagebuild, syslayer
+from horizon.eval.sandbox.local.precheck import image_name
 
 log = logging.getLogger("horizon.eval.sandbox")
 UID_BASE, UID_COUNT = 200000, 4096
@@ -120,6 +121,8 @@ def prepare_root(spec: SandboxSpec, toolchain: Path | None, owner: int | None):
         image = imagebuild.prepare(spec, root)
         if image.inside:
             imagebuild.write_build_files(root)
+            if owner is not None and syslayer.available():  # a layer of its own over /usr, /etc...
+                image.layer = syslayer.prepare(root, image_name(image.base) in ("python", "pypy"))
     except BaseException:
         shutil.rmtree(root, ignore_errors=True)
         raise

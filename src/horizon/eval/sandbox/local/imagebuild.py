@@ -10,14 +10,16 @@ Every other step is applied in order (horizon.eval.tasks.dockerfile.plan):
   RUN with the Dockerfile's SHELL and the ENV so far (and the network where the machine has one:
   netns.build_network), COPY/ADD (each staged on the host by the same rules as a tree of its own,
   laid over / in its turn: root:root, the sources' modes), WORKDIR; `/` is writable while they run
-  and read-only after. `apt-get install` of packages the host has is satisfied by the host (the
+  and read-only after, and so are the system directories where the build has a layer of its own
+  over them (syslayer.py: root and idmapped mounts). `apt-get install` of packages the host has is satisfied by the host (the
   stand-in image); one it lacks fails the step.
 Staged files are owned by the sandbox's uid, its root inside: as Docker's COPY gives root:root.
 - ENV becomes the environment of the agent's shell and of the tests (image_env), starting from the FROM
   image's as Docker would give it (Docker's default PATH: `ENV PATH=/opt/venv/bin:$PATH` extends it);
   ARG values are in the environment of the RUN steps after them, as in a Docker build.
 A step it cannot reproduce (what precheck.static_reasons finds before anything runs, and a RUN that
-fails in the sandbox: writing into the host's system directories, fetching without a network) makes
+fails in the sandbox: fetching without a network; without the layer, writing into the system
+directories) makes
 the task `Unsupported` for the local sandbox, naming the line and the reason.
 """
 
@@ -31,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from horizon.eval.sandbox import SandboxError, SandboxSpec, Unsupported
+from horizon.eval.sandbox.local import audit, syslayer
 from horizon.eval.sandbox.local.precheck import (
     KEPT,
     SYSTEM,
@@ -75,6 +78,9 @@ class LocalImage:
     start_dir: str = "/"  # the WORKDIR the first RUN runs in
     start_env: dict[str, str] = field(default_factory=dict)  # the ENV set before it
     system: list[str] = field(default_factory=list)  # system directories the staged files go into (read-only)
+    layer: list[str] = field(default_factory=list)  # system directories the build may write (syslayer.py)
+    root_files: list[str] = field(default_factory=list)  # files staged into / itself (/entrypoint.sh)
+    base: str = ""  # the FROM image the host stands in for
     # the working directory of an image whose Dockerfile sets no WORKDIR: Docker's ("/"); /app for a
     # task without a Dockerfile (its files are copied there)
     default_workdir: str = "/app"
@@ -136,16 +142,30 @@ def stage_later_copies(steps: list[df.Step], context: Path, root: Path, file: st
             set_mtimes(layer)
 
 
-def tops_of(plan: df.Plan) -> list[str]:
-    """The top-level directories the Dockerfile puts files or its WORKDIR in (each gets an overlay)."""
+def tops_of(plan: df.Plan, context: Path | None = None) -> list[str]:
+    """The top-level directories the Dockerfile puts files or its WORKDIR in (each gets an overlay); a
+    file copied to / itself (`COPY entrypoint.sh /entrypoint.sh`) is none."""
     tops = {"app"}
     for s in plan.steps:
         paths = s.args[-1:] if s.kind in ("COPY", "ADD") else s.args if s.kind == "WORKDIR" else ()
         for p in paths:
             top = p.strip("/").split("/", 1)[0]
-            if top:
+            if top and not (s.kind != "WORKDIR" and context is not None and _root_file(s, context)):
                 tops.add(top)
     return sorted(tops)
+
+
+def _root_file(step: df.Step, context: Path) -> bool:
+    """A COPY/ADD of one file to a name in / (Docker makes it a file there, not a directory)."""
+    *patterns, dest = step.args
+    if dest.endswith("/") or "/" in dest.strip("/"):
+        return False
+    try:
+        srcs = [p for pat in patterns for p in sources(context, pat, "")]
+    except Unsupported:
+        return False
+    one = srcs[0] if len(srcs) == 1 else None
+    return one is not None and one.is_file() and not (step.kind == "ADD" and tarfile.is_tarfile(one))
 
 
 def prepare(spec: SandboxSpec, root: Path) -> LocalImage:
@@ -167,7 +187,13 @@ def prepare(spec: SandboxSpec, root: Path) -> LocalImage:
         raise Unsupported(
             "; ".join(reasons[:3]) + (f" (and {len(reasons) - 3} more)" if len(reasons) > 3 else ""), "local"
         )
-    out = LocalImage(tops=tops_of(plan), env={**plan.env, **spec.env}, file=plan.file, default_workdir="/")
+    out = LocalImage(
+        tops=tops_of(plan, spec.dockerfile_dir),
+        env={**plan.env, **spec.env},
+        file=plan.file,
+        default_workdir="/",
+        base=plan.base,
+    )
     steps = list(plan.steps)
     while steps and steps[0].kind != "RUN":
         s = steps.pop(0)
@@ -206,6 +232,7 @@ def _settle_tops(out: LocalImage, image: Path, workdir: str | None) -> None:
         tops.add(top)
     out.tops = sorted(tops)
     out.system = [t for t in out.tops if t in SYSTEM]
+    out.root_files = sorted(p.name for p in image.iterdir() if p.is_file() and not p.is_symlink())
 
 
 def write_build_files(root: Path) -> Path:
@@ -281,7 +308,9 @@ def mount_script(image: LocalImage, rebind_tools: bool) -> str:
     lines = ["set -e; umask 022", OVERLAY]
     for top in image.writable:
         lines.append(f"ovl /run/horizon/lower/{top} /run/horizon/upper/{top} horizon-{top} /{top}")
-    for top in image.system:
+    if image.layer:  # the build writes into a layer of its own over them
+        lines += syslayer.build_lines(image.layer, image.system)
+    for top in [] if image.layer else image.system:
         lines.append(f"mount -n -t overlay -o lowerdir=/run/horizon/lower/{top}:/{top} horizon-{top} /{top}")
     if rebind_tools:  # an overlay on /opt hid the toolchain's mount point
         lines += [
@@ -289,14 +318,17 @@ def mount_script(image: LocalImage, rebind_tools: bool) -> str:
             "mount -n --bind /run/horizon/tools /opt/horizon",
             "mount -n -o remount,bind,ro /opt/horizon",
         ]
+    # files staged into / itself: copied there while / is writable (a build), else bound read-only at start
+    lines += [f"cp -a /run/horizon/lower/{shlex.quote(f)} /" for f in image.root_files if image.inside]
     if not image.inside:  # a build still needs the upper layer for the directories its RUN steps make
         lines.append("umount -n -l /run/horizon/lower /run/horizon/upper")
     lines += [f"touch -h -d @{FIXED_MTIME} /{top}" for top in image.writable]
     return "\n".join(lines)
 
 
-# after a build: each top-level directory its RUN steps made gets a writable layer like the staged ones
-# (the agent may write there, as in the image), then / goes read-only and the build's mounts go
+# after a build (and syslayer.seal_lines, which takes the apt-get stand-in away first): each top-level
+# directory its RUN steps made gets a writable layer like the staged ones (the agent may write there, as
+# in the image), then / goes read-only and the build's mounts go
 SEAL = f"""set -e; umask 022
 {OVERLAY}
 for d in /*; do
@@ -305,7 +337,6 @@ for d in /*; do
   ovl "$d" "/run/horizon/upper/$n" "horizon-$n" "$d"
 done
 umount -n -l /run/horizon/lower /run/horizon/upper
-for t in apt-get apt; do umount -n -l /usr/bin/$t 2>/dev/null; done
 mount -n -o remount,bind,ro /
 umount -n -l /run/horizon/build"""
 
@@ -328,8 +359,17 @@ def run_inside(sb, img: LocalImage, resolver: bool = False) -> None:
             f"{img.file}: line {line}: the step {why} in the sandbox: ...{tail[-600:]}", "local"
         )
     known = [*img.tops, *before]
-    r = sb.run_from_host(["sh", "-c", SEAL, "seal", *known], privileged=True, timeout=30)
+    if img.layer:
+        syslayer.reattach(sb)
+    seal = syslayer.seal_lines(img.layer, img.system)
+    if img.layer and sb.spec.allow_internet:  # the agent's /etc hides the runtime's resolv.conf: again
+        seal += f"mount -n --bind {RESOLV} /etc/resolv.conf\nmount -n -o remount,bind,ro /etc/resolv.conf\n"
+    seal += SEAL
+    r = sb.run_from_host(["sh", "-c", seal, "seal", *known], privileged=True, timeout=30)
     if r.rc != 0:
         raise SandboxError(
             f"{sb.spec.name}: sealing / after the build failed: {r.stderr.decode(errors='replace')[-300:]}"
         )
+    if img.layer:
+        syslayer.check_size(sb.root, sb.spec.storage_mb, img.file)
+        syslayer.check_helpers(audit.View(sb.init_pid), img.file)

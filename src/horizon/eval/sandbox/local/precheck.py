@@ -6,12 +6,15 @@ sandbox checks before it stages anything, so that a task it would skip is named 
 - `apt-get install` of a package the host (the stand-in image) lacks;
 - COPY/ADD sources that are not in the build context, or that this process cannot read (Docker's
   daemon reads them as root; a harness that is not root cannot);
-- files or a WORKDIR under /proc, /dev, /sys or /run, which the sandbox keeps for itself; a COPY/ADD
-  after the first RUN into the host's system directories, which are read-only while the build runs
-  (before the first RUN, the files are staged into an overlay of them);
+- files or a WORKDIR under /proc, /dev, /sys or /run, which the sandbox keeps for itself;
 - a FROM image the host cannot stand in for: another distribution's (alpine, fedora...: another
   package manager and libc), or a language image whose toolchain the host lacks (golang: `go`);
-- users other than root (useradd, adduser, groupadd in a RUN: /etc/passwd is the host's).
+- where the build gets no layer of its own over the system directories (syslayer.available: a
+  harness that is not root, a kernel without idmapped mounts), what needs one: a COPY/ADD after the
+  first RUN into them (before it, the files are staged into an overlay of them) and users made by a
+  RUN (useradd, adduser, groupadd: /etc/passwd is then the host's, read-only). With the layer, a RUN
+  may write anywhere, and users may be made; a USER other than root stays unsupported (the
+  sandbox's only user is root: dockerfile.plan).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import subprocess
 from pathlib import Path
 
 from horizon.eval.sandbox import Unsupported
+from horizon.eval.sandbox.local import syslayer
 from horizon.eval.tasks import dockerfile as df
 
 SYSTEM = ("usr", "etc", "bin", "sbin", "lib", "lib32", "lib64", "libx32")
@@ -76,10 +80,15 @@ def apt_packages(command: str) -> list[str]:
 
 
 def static_reasons(
-    plan: df.Plan, packages: frozenset[str] | set[str] | None = None, context: Path | None = None
+    plan: df.Plan,
+    packages: frozenset[str] | set[str] | None = None,
+    context: Path | None = None,
+    layer: bool | None = None,
 ) -> list[str]:
     """What makes the task unsupported before anything runs; `context`: its build context (the COPY
-    sources are checked there)."""
+    sources are checked there); `layer`: whether the build gets a writable layer over the system
+    directories (None: whether this process can give it one, syslayer.available)."""
+    layer = syslayer.available() if layer is None else layer
     reasons = list(plan.unsupported)
     packages = host_packages() if packages is None else packages
     for s in plan.steps:
@@ -90,7 +99,8 @@ def static_reasons(
                     f"{plan.file}: line {s.line}: RUN: apt-get install of {', '.join(missing)}, "
                     "which the host (the stand-in image) lacks"
                 )
-    reasons += base_reasons(plan) + user_reasons(plan) + place_reasons(plan)
+    reasons += base_reasons(plan) + ([] if layer else user_reasons(plan)) + place_reasons(plan, layer)
+    reasons += owner_reasons(plan)
     return reasons + (source_reasons(plan, Path(context)) if context else [])
 
 
@@ -111,7 +121,7 @@ def base_reasons(plan: df.Plan, which=shutil.which) -> list[str]:
 
 
 def user_reasons(plan: df.Plan) -> list[str]:
-    """RUN steps that make users or groups: the host's /etc/passwd is read-only and the sandbox has only root."""
+    """RUN steps that make users or groups, where the build has no layer of its own over /etc."""
     out = []
     for s in plan.steps:
         if s.kind != "RUN":
@@ -120,7 +130,42 @@ def user_reasons(plan: df.Plan) -> list[str]:
         if found:
             out.append(
                 f"{plan.file}: line {s.line}: RUN: {', '.join(found)}: users other than root "
-                "(the sandbox has only root; /etc/passwd is the host's, read-only)"
+                "(/etc/passwd is the host's, read-only: the build has no layer of its own over it "
+                "without root and idmapped mounts)"
+            )
+    return out
+
+
+def chown_owners(command: str) -> list[str]:
+    """The owners a RUN line gives files with chown/chgrp that are not root (`chown -R agent:agent /app`)."""
+    out = []
+    for part in re.split(r"&&|\|\||;|\|", command):
+        try:
+            words = shlex.split(part)
+        except ValueError:
+            continue
+        for i, w in enumerate(words):
+            if os.path.basename(w) in ("chown", "chgrp"):
+                owner = next((x for x in words[i + 1 :] if not x.startswith("-")), "")
+                names = [n for n in re.split(r"[:.]", owner) if n]
+                if (
+                    owner
+                    and not owner.startswith("--reference")
+                    and any(n not in ("root", "0") for n in names)
+                ):
+                    out.append(owner)
+    return out
+
+
+def owner_reasons(plan: df.Plan) -> list[str]:
+    """RUN steps that give files to a user other than root: the sandbox maps only root (chown fails)."""
+    out = []
+    for s in plan.steps:
+        owners = chown_owners(s.text) if s.kind == "RUN" else []
+        if owners:
+            out.append(
+                f"{plan.file}: line {s.line}: RUN: chown to {', '.join(owners)}: files of a user other than "
+                "root (the sandbox maps only root)"
             )
     return out
 
@@ -185,8 +230,9 @@ def top_of(path: str) -> str:
     return os.readlink(host).strip("/").split("/", 1)[0] if top and host.is_symlink() else top
 
 
-def place_reasons(plan: df.Plan) -> list[str]:
-    """Files or a WORKDIR where the sandbox cannot put them."""
+def place_reasons(plan: df.Plan, layer: bool = False) -> list[str]:
+    """Files or a WORKDIR where the sandbox cannot put them (`layer`: the build may write the system
+    directories)."""
     out, after_run = [], False
     for s in plan.steps:
         after_run = after_run or s.kind == "RUN"
@@ -196,9 +242,10 @@ def place_reasons(plan: df.Plan) -> list[str]:
         top = top_of(dest)
         if top in KEPT:
             out.append(f"{where}: {dest} is under /{top}, which the sandbox keeps for itself")
-        elif after_run and top in SYSTEM and not (s.kind == "WORKDIR" and os.path.isdir(dest)):
+        elif after_run and top in SYSTEM and not layer and not (s.kind == "WORKDIR" and os.path.isdir(dest)):
             out.append(
                 f"{where}: {dest} after a RUN: the host's system directories (/{top}) are read-only while "
-                "the build runs (only files copied before the first RUN are staged into them)"
+                "the build runs without root and idmapped mounts (only files copied before the first RUN "
+                "are staged into them)"
             )
     return out

@@ -1,6 +1,7 @@
 """The `local` sandbox: bubblewrap, no daemon, no image. The agent in it is hostile by assumption.
 
-Files: the host's system directories read-only (/usr, /etc, /bin, /lib...), / itself read-only;
+Files: the host's system directories read-only (/usr, /etc, /bin, /lib...; with what the Dockerfile's
+RUN steps wrote there in a layer of their own, syslayer.py), / itself read-only;
 /app (and every top-level directory the task's Dockerfile puts files in: imagebuild.py, which also
 replays its RUN steps before the agent starts) an overlay of the task's files (a host copy with fixed
 timestamps, read-only underneath) and a tmpfs of `storage_mb` for what the agent writes; /tmp, /var/tmp, /root and /run tmpfs; the
@@ -56,7 +57,7 @@ from horizon.eval.sandbox import (
     SandboxSpec,
     programs,
 )
-from horizon.eval.sandbox.local import audit, hostexec, imagebuild, netns
+from horizon.eval.sandbox.local import audit, hostexec, imagebuild, netns, syslayer
 from horizon.eval.sandbox.local import limits as cgroups
 from horizon.eval.sandbox.local.hostfs import (
     HOST_ENV,
@@ -165,6 +166,8 @@ class LocalSandbox(Sandbox):
             )
             self.cgroup = self._make_cgroup()
             self._launch(bwrap, tools, as_root)
+            if self.image.layer:
+                syslayer.attach(self, self.image.layer)
             script = imagebuild.mount_script(self.image, "opt" in self.image.writable and tools is not None)
             r = self.run_from_host(["sh", "-c", script], privileged=True, timeout=30)
             if r.rc != 0:
@@ -185,9 +188,10 @@ class LocalSandbox(Sandbox):
         """The Dockerfile's RUN steps, with the network where the machine gives one (as `docker build`
         gives it whatever the task's runtime network); the runtime keeps the task's own."""
         self.net = netns.build_network(self, setpriv)
-        imagebuild.run_inside(
-            self, self.image, resolver=self.net is not None and not self.spec.allow_internet
-        )
+        # slirp4netns's DNS at /etc/resolv.conf while the steps run, unless the runtime's is there already
+        # (the build's own /etc hides it)
+        own = self.spec.allow_internet and not self.image.layer
+        imagebuild.run_inside(self, self.image, resolver=self.net is not None and not own)
         if self.net is not None and not self.spec.allow_internet:
             self.net.stop()  # its tap device goes with it: the namespace has only loopback again
             self.net = None
@@ -195,19 +199,25 @@ class LocalSandbox(Sandbox):
     def _snapshot(self) -> None:
         """The writable directories that decide a grade, as the image left them (local/audit.py)."""
         request = audit.watched(self.image_env().get("PATH") or "", SYSTEM_DIRS)
-        self._before, sites = audit.scan(self, request, _init_python()[0])
-        self._watch = {"flat": request["flat"], "deep": sites}
+        self._before, sites = audit.scan(self, request)
+        self._watch = {**request, "deep": sites}
 
     def audit(self) -> Finding | None:
-        """The PATH directories and Python site directories the agent can write, before and after."""
+        """The PATH directories and Python site directories the agent can write, before and after; the
+        system directories (the host's and the build's layer, read-only) as the sandbox holds them."""
         from horizon.eval.sandbox import integrity
 
         watch = getattr(self, "_watch", None)
         if not watch or not (watch["flat"] or watch["deep"]):
             return None
-        after, _ = audit.scan(self, {**watch, "find_tops": ["*"]}, _init_python()[0])
+        after, _ = audit.scan(self, watch)
+        view = audit.View(self.init_pid)
         layer = integrity.SnapshotLayer(
-            self._before, after, watch["flat"], watch["deep"], lambda p: audit.host_entry(p, SYSTEM_DIRS)
+            self._before,
+            after,
+            watch["flat"],
+            watch["deep"],
+            lambda p: audit.system_entry(view, p, SYSTEM_DIRS),
         )
         env = self.image_env()
         found = integrity.audit(layer, env.get("PATH") or "", env.get("LD_LIBRARY_PATH") or "")
@@ -304,6 +314,14 @@ class LocalSandbox(Sandbox):
                 argv += ["--dir", f"/{top}"]
         if self.image.inside:
             argv += ["--ro-bind", str(self.root / "build"), "/run/horizon/build"]
+        else:  # files the Dockerfile copied into / itself (a build copies them: imagebuild.mount_script)
+            argv += [
+                a for f in self.image.root_files for a in ("--ro-bind", str(self.root / "image" / f), f"/{f}")
+            ]
+        if self.image.layer:  # the build's layer over the system directories (syslayer.py)
+            argv += ["--bind", str(self.root / "layer"), syslayer.LAYER]
+            argv += ["--ro-bind", str(self.root / "mask"), syslayer.MASK]
+            argv += [a for t in self.image.layer for a in ("--dir", f"{syslayer.SYS}/{t}")]
         argv += (
             ["--ro-bind", str(tools), "/opt/horizon"] if tools is not None else ["--dir", self.grader_home]
         )

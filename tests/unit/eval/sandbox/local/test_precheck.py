@@ -3,8 +3,10 @@ said "ok" for tasks whose replay then failed); what it can run, COPY after RUN i
 
 from pathlib import Path
 
+import pytest
+
 from horizon.cli import main
-from horizon.eval.sandbox.local import precheck
+from horizon.eval.sandbox.local import precheck, syslayer
 from horizon.eval.tasks import dockerfile
 
 HEAD = "FROM horizon-base:bookworm\nWORKDIR /app\nRUN echo built > /app/built.txt\n"
@@ -28,7 +30,15 @@ def tb1(root: Path, name: str, body: str, head: str = HEAD) -> Path:
     return d
 
 
-def test_check_tasks_names_what_the_local_replay_cannot_do_before_a_run(tmp_path, capsys):
+@pytest.fixture(params=[True, False], ids=["layer", "no-layer"])
+def layer(request, monkeypatch):
+    """With and without the build's own layer over the system directories (root and idmapped mounts)."""
+    monkeypatch.setattr(syslayer, "available", lambda: request.param)
+    return request.param
+
+
+def test_check_tasks_names_what_the_local_replay_cannot_do_before_a_run(tmp_path, capsys, layer):
+    """A COPY after a RUN into /usr is the build's to make where it has a layer of its own."""
     for name, body in TASKS.items():
         tb1(tmp_path, name, body)
     assert main(["check-tasks", str(tmp_path), "--format", "tb1", "--sandbox", "local"]) == 0
@@ -36,6 +46,11 @@ def test_check_tasks_names_what_the_local_replay_cannot_do_before_a_run(tmp_path
         line.split()[1]: line for line in capsys.readouterr().out.splitlines() if line[:4] in ("ok  ", "skip")
     }
     assert out["copy-after-run"].startswith("ok ")
+    into_system = ("into-usr-after-run", "into-bin-after-run")
+    if layer:
+        assert all(out[n].startswith("ok ") for n in into_system), out
+        assert all(out[n].startswith("skip ") for n in TASKS if n not in ("copy-after-run", *into_system))
+        return
     assert out["missing-source"].endswith(
         "Dockerfile: line 4: COPY: nowhere.txt: no such file in the build context"
     )
@@ -78,12 +93,17 @@ def test_a_harness_that_is_not_root_is_told_once_what_differs(caplog):
     assert "owners and modes inside the sandbox are Docker's either way" in record.message
 
 
-def test_check_tasks_names_images_the_host_cannot_stand_in_for_users_and_missing_solutions(tmp_path, capsys):
+def test_check_tasks_names_images_the_host_cannot_stand_in_for_users_and_missing_solutions(
+    tmp_path, capsys, layer
+):
     """Issue 51: these built or started, then failed at run time (`apk: not found`, `go: command not found`,
-    useradd unable to lock /etc/passwd), or had no reference solution, while check-tasks said ok."""
+    useradd unable to lock /etc/passwd), or had no reference solution, while check-tasks said ok. Users
+    made by a RUN are the build's to make where it has a layer of its own over /etc; USER stays refused."""
     tb1(tmp_path, "alpine", "RUN apk add curl\n", head="FROM alpine:3.19\n")
     tb1(tmp_path, "ubuntu", "RUN true\n", head="FROM ghcr.io/laude-institute/t-bench/ubuntu-24-04:latest\n")
     tb1(tmp_path, "users", "RUN useradd -m agent && echo ok\n")
+    tb1(tmp_path, "user-agent", "RUN useradd -m agent\nUSER agent\n")
+    tb1(tmp_path, "user-owned", "RUN mkdir -p /app && chown -R agent:agent /app && chown root:0 /app\n")
     (tb1(tmp_path, "no-solution", "") / "solution.sh").unlink()
     assert main(["check-tasks", str(tmp_path), "--format", "tb1", "--sandbox", "local"]) == 0
     out = capsys.readouterr().out.splitlines()
@@ -92,10 +112,17 @@ def test_check_tasks_names_images_the_host_cannot_stand_in_for_users_and_missing
         "image (the host's Debian userland stands in for FROM)"
     ) in out
     assert any(line.startswith("ok     ubuntu ") for line in out)  # Debian's family: the host stands in
-    assert (
+    users = (
         "skip   users  unsupported by the local sandbox: Dockerfile: line 4: RUN: useradd: users other than root "
-        "(the sandbox has only root; /etc/passwd is the host's, read-only)"
-    ) in out
+        "(/etc/passwd is the host's, read-only: the build has no layer of its own over it without root and "
+        "idmapped mounts)"
+    )
+    assert (users in out) != layer and any(line.startswith("ok     users ") for line in out) == layer, out
+    assert any(
+        line.startswith("skip   user-agent ")
+        and "line 5: USER: agent (the local sandbox has only root)" in line
+        for line in out
+    ), out
     assert (
         "warn   no-solution: solution.sh: -: no reference solution (horizon oracle cannot check the task)"
         in out
