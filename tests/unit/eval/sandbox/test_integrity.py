@@ -155,6 +155,20 @@ def test_programs_that_lead_out_of_the_watched_directories(changes, kinds, more_
     assert flagged(changes, kinds=kinds, image={**ALTERNATIVES, **more_image}) == expected
 
 
+def test_a_change_out_of_any_bin_directory_looks_up_no_program():
+    """The rule above asks the image for each PATH directory's program of the name; a remote daemon
+    answers each lookup with an API call, so only changes in a bin/ or the alternatives ask."""
+    asked = []
+
+    class Counting(FakeLayer):
+        def image(self, path):
+            asked.append(path)
+            return super().image(path)
+
+    audit(Counting({"/app/data/awk": f("x")}, image=ALTERNATIVES), PATH)
+    assert not [p for p in asked if p.endswith("/awk")], asked
+
+
 def test_a_directory_first_on_the_path_shadows_nothing_unnoticed():
     path = "/app/bin:" + PATH
     assert flagged({"/app/bin/bash": f("#!/bin/sh\n")}, path) == ["/app/bin/bash"]
@@ -219,6 +233,11 @@ def test_content_past_what_the_audit_reads_is_not_trusted():
         f"{site}/zz.pth"
     ]
     assert flagged({f"{site}/zz.pth": read_as_the_layers_do("/app/src\n")}) == []  # short: read whole
+    long_pth = {f"{site}/zz.pth": read_as_the_layers_do(padded + "import os; os._exit(0)\n")}
+    assert audit(FakeLayer(long_pth), PATH).tampered == [
+        f"{site}/zz.pth: a .pth file too long to read whole (over 65536 bytes)"
+    ]
+    assert flagged(long_pth, kinds={f"{site}/zz.pth": "C"}, image=long_pth) == []  # the image's own: touched
     cfg = padded.replace("#", ";") + "[tool:pytest]\naddopts = -k nothing\n"
     assert flagged({"/setup.cfg": read_as_the_layers_do(cfg)}) == ["/setup.cfg"]
 
