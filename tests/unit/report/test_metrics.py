@@ -279,3 +279,59 @@ def test_paired_lists_the_largest_changes_first_then_by_task(tmp_path):
     p = paired(a, b)
     assert p["better"] == [("t0", 2.0), ("t2", 2.0), ("t1", 1.0)]
     assert p["worse"] == [("t4", -2.0), ("t5", -1.0)] and p["unchanged"] == ["t3"]
+
+
+def test_repeat_stats_of_tasks_without_records_episodes_and_summaries():
+    """A task with no record counts 0 of 0; an excluded attempt is neither a success nor an attempt in
+    the per-success and per-attempt means; pass@k exists for k = 1..attempts, nan where no task has k."""
+    recs = [
+        {"task": "a", "success": True, "episodes": 3, "summarizations": 2, "failure_mode": "none"},
+        {"task": "a", "success": False, "episodes": 5, "failure_mode": "tests_failed"},  # no counter: 0
+        {"task": "a", "success": True, "episodes": 9, "summarizations": 7, "failure_mode": "infra_error"},
+        {"task": "b", "success": True, "episodes": 4, "summarizations": 1, "failure_mode": "none",
+         "error_signatures": [{"pattern": "p", "episode": 0}], "first_complete_episode": 3},
+        {"task": "b", "success": True, "episodes": 8, "failure_mode": "unsupported",
+         "error_signatures": [{"pattern": "p", "episode": 0}]},
+    ]  # fmt: skip
+    st = repeat_stats(recs, ["a", "b", "never-ran"], 2, [1])
+    assert st.n == {"a": 2, "b": 1, "never-ran": 0} and st.per_task == {"a": 1, "b": 1, "never-ran": 0}
+    assert st["episodes_per_success"] == 3.5 and st["episodes_per_reactive_success"] == 4.0
+    assert st["summarizations_per_attempt"] == 1.0  # (2 + 0 + 1) / 3 counted attempts
+    assert st["infra_errors"] == 2 and st["pass_at_1"] == pytest.approx((1 / 2 + 1) / 2)
+    assert st["pass_at_2"] == 1.0  # only a has two counted attempts
+    assert sorted(k for k in st.values if k.startswith("pass_at_")) == ["pass_at_1", "pass_at_2"]
+    none = repeat_stats([], ["a"], 1, [1])
+    assert all(math.isnan(none[k]) for k in ("episodes_per_success", "episodes_per_reactive_success",
+                                             "summarizations_per_attempt", "pass_at_1", "s_plus"))  # fmt: skip
+    assert (
+        repeat_stats(records([3, 0, 1, 2, 6, 4]), TASKS, 8, [1])["fragile"] == 2
+    )  # fragile_max 2 by default
+
+
+def test_a_signature_of_another_pattern_does_not_hide_the_next_one():
+    rec = {"error_signatures": [{"pattern": "other", "episode": 0}, {"pattern": "p", "episode": 1}],
+           "first_complete_episode": 4}  # fmt: skip
+    from horizon.report.metrics import is_reactive
+
+    assert is_reactive(rec, {"p"}) and not is_reactive(rec, {"q"})
+    with pytest.raises(ValueError, match=r"^k = 3 > n = 2$"):
+        pass_at_k(2, 1, 3)
+
+
+def test_build_cell_passes_its_settings_and_names_each_skip(tmp_path):
+    recs = records([2, 0, 0, 0, 0, 0])
+    recs[0]["error_signatures"] = [{"pattern": "p", "episode": 0}]
+    for r in recs[8:16]:  # t1 and t2 ran with another network; t3 was unsupported, with nothing said
+        r["deviations"] = ["network: none: restricted"]
+    recs[16]["deviations"] = ["network: none: restricted"]
+    recs = [r for r in recs if r["task"] != "t3"] + [
+        {"task": "t3", "success": False, "failure_mode": "unsupported"}
+    ]
+    f = tmp_path / "attempts.jsonl"
+    f.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    cell = build_cell("m", "tb", {0: f}, TASKS, 1, 1, [1], patterns=set())
+    assert (cell.model, cell.benchmark, cell.attempts) == ("m", "tb", 1)
+    assert cell.repeats[0]["reactive_successes"] == 0  # the configured patterns reach repeat_stats
+    assert cell.unsupported == {"t3": "the sandbox: unsupported"} and cell.deviations == {
+        "network": {"t1", "t2"}
+    }
