@@ -113,3 +113,74 @@ def test_nan_score_stops_with_the_traj_id(tiny_corpus, toks, tmp_path, monkeypat
             1,
         )
     assert not (tmp_path / "s.parquet").exists()
+
+
+def test_merge_sorts_every_shard_by_traj_id_and_logs_the_unscored(tmp_path, caplog):
+    import logging
+
+    from horizon.score.scorer import SCORES_SCHEMA, merge
+
+    shards = []
+    for i, rows in enumerate([[("c", -1.0, 3), ("a", None, 0)], [("b", -2.5, 4), ("d", None, 0)]]):
+        p = tmp_path / f"shard-{i}.parquet"
+        pq.write_table(
+            pa.Table.from_pylist([dict(zip(SCORES_SCHEMA.names, r)) for r in rows], SCORES_SCHEMA), p
+        )
+        shards.append(p)
+    with caplog.at_level(logging.INFO, logger="horizon.score.scorer"):
+        table = merge(shards, tmp_path / "scores.parquet")
+    assert pq.read_table(tmp_path / "scores.parquet").equals(table)
+    assert table.column("traj_id").to_pylist() == ["a", "b", "c", "d"] and table.schema == SCORES_SCHEMA
+    assert table.column("score").to_pylist() == [None, -2.5, -1.0, None]
+    assert caplog.messages == ["scores: 4 trajectories (2 without window tokens, excluded from selection)"]
+
+
+def test_a_scorer_of_a_model_in_memory_scores_as_the_saved_one(tiny_corpus, toks):
+    from transformers import AutoModelForCausalLM
+
+    tid, (ids, roles, _) = next(iter(toks.items()))
+    targets = window_targets(roles, 50, 300)[None, :]
+    from_disk = Scorer(tiny_corpus / "student", chunk=16)
+    model = AutoModelForCausalLM.from_pretrained(tiny_corpus / "student")
+    model.train()  # of_model puts it in eval mode, as the scorer does
+    in_memory = Scorer.of_model(model, chunk=16)
+    assert in_memory.device == "cpu" and in_memory.chunk == 16 and not model.training
+    assert in_memory.model_dir == "<Qwen3ForCausalLM in memory>"
+    np.testing.assert_array_equal(
+        in_memory.logprobs(ids[None, :300], targets)[0], from_disk.logprobs(ids[None, :300], targets)[0]
+    )
+    with pytest.raises(ValueError, match="position 0 has no context"):
+        in_memory.logprobs(ids[None, :3], np.array([[True, False, False]]))
+
+
+def test_shards_split_the_pool_and_a_resumed_shard_keeps_its_journal(tiny_corpus, toks, tmp_path, caplog):
+    """Every n-th pool row per shard; rows already in the partial journal are not scored again (their
+    journal values are kept), and the journal goes once the shard's parquet is written."""
+    import logging
+
+    tids = sorted(toks, key=lambda t: -len(toks[t][0]))  # the fixture's two trajectories, longest first
+    h1, h2 = 240, 600
+    pool = pa.Table.from_pylist(
+        [{"traj_id": t, "n_tokens": len(toks[t][0]), "n_window_tokens": int(window_targets(toks[t][1], h1, h2).sum())}
+         for t in tids],
+        schema=pa.schema([("traj_id", pa.string()), ("n_tokens", pa.int32()), ("n_window_tokens", pa.int32())]),
+    )  # fmt: skip
+    pq.write_table(pool, tmp_path / "pool.parquet")
+    shard, student = [tiny_corpus / "tokens.parquet"], tiny_corpus / "student"
+    out = tmp_path / "s1.parquet"
+    assert score_shard(tmp_path / "pool.parquet", shard, student, out, h1, h2, 1, 2) == {
+        "scored": 1,
+        "no_window": 0,
+    }
+    assert pq.read_table(out).column("traj_id").to_pylist() == [tids[1]]
+    out0 = tmp_path / "s0.parquet"
+    journal = tmp_path / ".s0.partial.jsonl"
+    journal.write_text(f'{{"traj_id": "{tids[1]}", "score": -9.5, "n_window_tokens": 7}}\n')
+    with caplog.at_level(logging.INFO, logger="horizon.score.scorer"):
+        score_shard(tmp_path / "pool.parquet", shard, student, out0, h1, h2, 0, 1, write_every=1)
+    assert "shard 0: resuming, 1 of 2 trajectories already scored" in caplog.messages
+    got = pq.read_table(out0).to_pylist()
+    assert [r["traj_id"] for r in got] == tids and got[1]["score"] == -9.5
+    ref, n = naive_window_mean(student, *toks[tids[0]][:2], h1, h2)
+    assert got[0]["n_window_tokens"] == n and got[0]["score"] == pytest.approx(ref, abs=1e-4)
+    assert not journal.exists()
