@@ -2,7 +2,15 @@
 
 import pytest
 
-from horizon.terminus import Command, ParseError, answer_view, parse, parse_response, render_response
+from horizon.terminus import (
+    Command,
+    ParseError,
+    answer_view,
+    parse,
+    parse_answer,
+    parse_response,
+    render_response,
+)
 
 
 def codes(r):
@@ -115,3 +123,74 @@ def test_render_roundtrip():
     r = parse_response(text)
     assert text.startswith("<think>\nthink\n</think>\n\n{")
     assert r.commands == [Command("echo ✓\n", 0.1)] and r.task_complete and not r.warnings
+
+
+def words(r):
+    """What the model is told: the error, then each warning, in their order."""
+    return [str(i) for i in ([r.error] if r.error else []) + r.warnings]
+
+
+def test_warnings_are_worded_with_their_item_and_fields():
+    r = parse(
+        '{"plan": "p", "analysis": 1, "commands": [{"keystrokes": "ls", "x": 1, "a": 2}, '
+        '{"keystrokes": "cd /\\n", "duration": "2"}, {"keystrokes": "pwd"}]}'
+    )
+    assert words(r) == [
+        "`analysis` should be text.",
+        "The fields came as plan, analysis, commands; expected analysis, plan, commands.",
+        "Item 1 has no `duration`; 1.0 s was used.",
+        "Item 1 has fields this format does not know: a, x.",
+        "Item 1 does not end with a newline, so the next item is typed on the same line.",
+        "Item 2 has a `duration` that is not a number; 1.0 s was used.",
+        "Item 3 has no `duration`; 1.0 s was used.",  # the last item may lack its newline
+    ]
+    missing = parse('{"analysis": "a"}')
+    assert words(missing) == ["These fields are required but absent: plan, commands."]
+    # a key the text spells with an escape is not found by its name: the two found are compared
+    assert codes(parse('{"commands": [], "plan": "p", "\\u0061nalysis": "a"}')) == ["field_order"]
+
+
+def test_parse_error_says_what_the_model_is_told_and_variants_are_passed_on():
+    with pytest.raises(ParseError, match=r"^The answer holds no complete JSON object\.$") as e:
+        parse_response("no object here")
+    assert e.value.response.error.code == "no_json"
+    wait_then_ls = '{"analysis": "a", "plan": "p", "commands": [{"keystrokes": "", "duration": 1}, {"keystrokes": "ls\\n", "duration": 1}]}'  # noqa: E501
+    assert codes(parse_response(wait_then_ls)) == [] and codes(parse_answer(wait_then_ls)) == []  # harbor
+    assert codes(parse_response(wait_then_ls, "tb1")) == ["missing_newline"]
+    with pytest.raises(ValueError, match=r"^unknown Terminus-2 parser variant 'tb2' \(one of harbor, tb1\)$"):
+        parse_answer("{}", "tb2")
+
+
+def test_the_two_repairs_are_named_first_among_the_warnings():
+    # one `}` missing with a `}` already present: exactly one is appended (no text after the object)
+    cut = '{"analysis": "a", "plan": "p", "commands": [{"keystrokes": "ls\\n"}]'
+    assert words(parse(cut)) == [
+        "The answer was repaired (closing braces added); please send well-formed JSON.",
+        "Item 1 has no `duration`; 1.0 s was used.",
+    ]
+    # balanced braces, the first span invalid: the first valid span of depth <= 2 is taken, under the variant
+    valid = '{"analysis": "a", "plan": "p", "commands": [{"keystrokes": "", "duration": 1}, {"keystrokes": "ls\\n"}]}'
+    text = "say {not json} then " + valid + " end"
+    for variant, extra in (("harbor", []), ("tb1", ["missing_newline"])):
+        r = parse(text, variant)
+        assert codes(r) == ["auto_fixed", *extra, "duration_missing"] and r.commands[1] == Command("ls\n")
+    assert (
+        str(parse(text).warnings[0])
+        == "The answer was repaired (object extracted); please send well-formed JSON."
+    )
+
+
+def test_a_backslash_hides_the_next_character_also_in_prose():
+    # inside a string an escaped quote does not end it, so the `}` after it is text
+    r = parse('{"analysis": "a \\" } b", "plan": "p", "commands": []}')
+    assert r.error is None and r.analysis == 'a " } b' and codes(r) == []
+    # in prose, a backslash hides a `{`: the object is the next one
+    r = parse('note \\{ {"analysis": "a", "plan": "p", "commands": []}')
+    assert r.error is None and codes(r) == ["text_before"]
+
+
+def test_render_response_is_the_canonical_text():
+    assert render_response("é", "p", [Command("ls\n", 0.5)]) == (
+        '{\n  "analysis": "é",\n  "plan": "p",\n  "commands": [\n    {\n      "keystrokes": "ls\\n",\n'
+        '      "duration": 0.5\n    }\n  ],\n  "task_complete": false\n}'
+    )
