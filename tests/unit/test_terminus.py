@@ -194,3 +194,28 @@ def test_render_response_is_the_canonical_text():
         '{\n  "analysis": "é",\n  "plan": "p",\n  "commands": [\n    {\n      "keystrokes": "ls\\n",\n'
         '      "duration": 0.5\n    }\n  ],\n  "task_complete": false\n}'
     )
+
+
+def test_a_failed_answer_runs_nothing_and_keeps_what_it_said():
+    from horizon.terminus import Issue, Response
+
+    assert parse("no object") == Response([], False, Issue("no_json"), [Issue("no_json_object")])
+    bad = parse('text {"analysis": } more')
+    assert (bad.commands, bad.complete_value, bad.error.code, codes(bad)[1:]) == (
+        [], False, "invalid_json", ["text_before", "text_after"]
+    )  # fmt: skip
+    assert bad.error.args[1] == '{"analysis": }' and "Expecting value" in bad.error.args[0]
+    assert parse('{"analysis": "a", "plan": "p", "commands": {}, "task_complete": true}') == Response(
+        [], False, Issue("commands_not_array"), []
+    )
+    broken = '{"analysis": "a", "plan": "p", "commands": [{"duration": 1}]'
+    assert parse(broken + "}") == Response([], False, Issue("command_no_keystrokes", (1,)), [], "a", "p")
+    done = parse(broken + ', "task_complete": true}')
+    assert done == Response([], True, None, [Issue("command_no_keystrokes", (1,))], "a", "p")
+    ok = parse('{"analysis": "a", "plan": "p", "commands": []}x')
+    assert ok == Response([], False, None, [Issue("text_after")], "a", "p")  # absent task_complete: False
+
+
+def test_answer_view_splits_at_the_first_think_and_the_first_end_after_it():
+    assert answer_view("<think>a<think>b</think>c") == "c"
+    assert answer_view("<think>x</think>y<think>z") == "y<think>z"
