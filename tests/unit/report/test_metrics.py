@@ -274,11 +274,12 @@ def test_bootstrap_ci_resamples_tasks_and_averages_repeats(tmp_path):
 def test_paired_lists_the_largest_changes_first_then_by_task(tmp_path):
     from horizon.report.metrics import paired
 
-    a = build_cell("a", "tb", write_repeats(tmp_path, "a", "tb", [[4, 4, 4, 4, 4, 4]]), TASKS, 8, 1, [1])
-    b = build_cell("b", "tb", write_repeats(tmp_path, "b", "tb", [[6, 5, 6, 4, 2, 3]]), TASKS, 8, 1, [1])
+    order = list(reversed(TASKS))  # the cell's task order is not the names' order
+    a = build_cell("a", "tb", write_repeats(tmp_path, "a", "tb", [[4, 4, 4, 4, 4, 4]]), order, 8, 1, [1])
+    b = build_cell("b", "tb", write_repeats(tmp_path, "b", "tb", [[6, 5, 6, 2, 3, 2]]), order, 8, 1, [1])
     p = paired(a, b)
     assert p["better"] == [("t0", 2.0), ("t2", 2.0), ("t1", 1.0)]
-    assert p["worse"] == [("t4", -2.0), ("t5", -1.0)] and p["unchanged"] == ["t3"]
+    assert p["worse"] == [("t3", -2.0), ("t5", -2.0), ("t4", -1.0)] and p["unchanged"] == []
 
 
 def test_repeat_stats_of_tasks_without_records_episodes_and_summaries():
