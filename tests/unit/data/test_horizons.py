@@ -110,6 +110,12 @@ def test_horizon_file_types_and_its_log_line(tmp_path, caplog):
         for c in ("n_tokens", "kept_tokens", "kept_assistant_tokens", "decision_steps",
                   "total_assistant_tokens", "total_decision_steps")
     }  # fmt: skip
+    with caplog.at_level(logging.INFO, logger="horizon.data.horizons"):
+        write_horizon([shard], 8, tmp_path / "K8.parquet")  # 3 of 4 longer than 8
+    assert (
+        caplog.messages[-1]
+        == "K=8: 4 trajectories, 3 truncated (75%), mean kept tokens 8, mean decision steps 0.8"
+    )
     schema = pq.read_schema(tmp_path / "K12.parquet")
     assert dict(zip(schema.names, schema.types)) == expected
     empty = write_horizon([_shard(tmp_path, [])], 12, tmp_path / "K-empty.parquet")
@@ -130,7 +136,7 @@ def test_heldout_and_pool_files(tmp_path, caplog):
     """heldout.parquet holds the held-out trajectories with their lengths; the pool file leaves them
     out and logs its size, the held-out count and the trajectories without a window token."""
     rows = [("a", ROLES, TURNS), ("b", np.zeros(8, np.int8), np.zeros(8, np.int16)),
-            ("c", ROLES[:12], TURNS[:12]), ("d", ROLES, TURNS), ("e", ROLES[:9], TURNS[:9])]  # fmt: skip
+            ("c", ROLES[:12], TURNS[:12]), ("d", ROLES, TURNS), ("e", ROLES[:11], TURNS[:11])]  # fmt: skip
     shard = _shard(tmp_path, rows)
     k6 = write_horizon([shard], 6, tmp_path / "K6.parquet")
     k12 = write_horizon([shard], 12, tmp_path / "K12.parquet")
@@ -140,6 +146,10 @@ def test_heldout_and_pool_files(tmp_path, caplog):
     got = pq.read_table(tmp_path / "heldout.parquet")
     assert got.schema == pa.schema([("traj_id", pa.string()), ("n_tokens", pa.int32())])
     assert got.to_pylist() == [{"traj_id": held[0], "n_tokens": lengths[held[0]]}]
+    assert (
+        write_heldout(tmp_path / "K12.parquet", 8, 0, 7, tmp_path / "none.parquet") == []
+    )  # split.heldout: 0
+    assert pq.read_schema(tmp_path / "none.parquet") == got.schema
     pq.write_table(
         pa.table({"traj_id": ["d"]}), tmp_path / "heldout.parquet"
     )  # d held out, whatever the hash
