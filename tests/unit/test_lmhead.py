@@ -24,3 +24,14 @@ def test_real_positions_are_the_same_bits_without_the_mask_of_a_right_padded_bat
         unmasked = trunk(input_ids=ids, attention_mask=causal_mask(mask)).last_hidden_state
     real = mask.bool()
     assert torch.equal(masked[real], unmasked[real])
+
+
+def test_a_zero3_head_weight_is_gathered_with_the_model_and_a_plain_one_is_left_alone():
+    from horizon.lmhead import register_weight
+
+    model, head = torch.nn.Linear(2, 2), torch.nn.Linear(2, 3)
+    register_weight(model, head.weight)  # not partitioned: nothing to gather
+    assert not hasattr(model, "ds_external_parameters")
+    head.weight.ds_id = 7  # what ZeRO-3 sets on every parameter it partitions
+    register_weight(model, head.weight)
+    assert [p for _, p in model.ds_external_parameters()] == [head.weight]
