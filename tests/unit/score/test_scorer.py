@@ -123,7 +123,7 @@ def test_merge_sorts_every_shard_by_traj_id_and_logs_the_unscored(tmp_path, capl
     from horizon.score.scorer import SCORES_SCHEMA, merge
 
     shards = []
-    for i, rows in enumerate([[("c", -1.0, 3), ("a", None, 0)], [("b", -2.5, 4), ("d", None, 0)]]):
+    for i, rows in enumerate([[("c", -1.0, 3), ("a", None, 0)], [("b", -2.5, 4), ("d", -0.5, 2)]]):
         p = tmp_path / f"shard-{i}.parquet"
         pq.write_table(
             pa.Table.from_pylist([dict(zip(SCORES_SCHEMA.names, r)) for r in rows], SCORES_SCHEMA), p
@@ -133,8 +133,8 @@ def test_merge_sorts_every_shard_by_traj_id_and_logs_the_unscored(tmp_path, capl
         table = merge(shards, tmp_path / "scores.parquet")
     assert pq.read_table(tmp_path / "scores.parquet").equals(table)
     assert table.column("traj_id").to_pylist() == ["a", "b", "c", "d"] and table.schema == SCORES_SCHEMA
-    assert table.column("score").to_pylist() == [None, -2.5, -1.0, None]
-    assert caplog.messages == ["scores: 4 trajectories (2 without window tokens, excluded from selection)"]
+    assert table.column("score").to_pylist() == [None, -2.5, -1.0, -0.5]
+    assert caplog.messages == ["scores: 4 trajectories (1 without window tokens, excluded from selection)"]
 
 
 def test_a_scorer_of_a_model_in_memory_scores_as_the_saved_one(tiny_corpus, toks):
