@@ -151,8 +151,40 @@ def test_a_scorer_of_a_model_in_memory_scores_as_the_saved_one(tiny_corpus, toks
     np.testing.assert_array_equal(
         in_memory.logprobs(ids[None, :300], targets)[0], from_disk.logprobs(ids[None, :300], targets)[0]
     )
-    with pytest.raises(ValueError, match="position 0 has no context"):
+    with pytest.raises(ValueError, match="^position 0 has no context and cannot be a target$"):
         in_memory.logprobs(ids[None, :3], np.array([[True, False, False]]))
+    # three rows of int32 ids (as the shards store them): one array of log-probs per row, its targets' count
+    rows = np.stack([ids[:300], ids[:300], ids[:300]]).astype(np.int32)
+    windows = np.stack([window_targets(roles, a, b) for a, b in ((50, 300), (250, 300), (290, 300))])
+    got = in_memory.logprobs(rows, windows)
+    assert [len(x) for x in got] == windows.sum(axis=1).tolist()
+    np.testing.assert_allclose(got[2], got[0][-len(got[2]) :], atol=1e-6)
+
+
+def test_the_scorer_takes_the_gpu_in_bf16_when_there_is_one_and_fp32_on_the_cpu(tiny_corpus, monkeypatch):
+    """What the scorer asks of transformers: the GPU itself is faked (no CUDA here), so the model is
+    loaded on the CPU and its move is recorded."""
+    import torch
+    import transformers
+
+    real, asked = transformers.AutoModelForCausalLM, []
+
+    class Recorded:
+        @staticmethod
+        def from_pretrained(path, **kw):
+            model = real.from_pretrained(path)
+            model.to = lambda device: (asked.append((path, kw, device)), model)[1]
+            return model
+
+    monkeypatch.setattr(transformers, "AutoModelForCausalLM", Recorded)
+    student = tiny_corpus / "student"
+    assert Scorer(student).device == "cpu" and Scorer(student).model_dir == str(student)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert Scorer(student).device == "cuda"
+    cpu = {"dtype": torch.float32, "attn_implementation": "sdpa"}
+    assert asked == [(str(student), cpu, "cpu")] * 2 + [
+        (str(student), {**cpu, "dtype": torch.bfloat16}, "cuda")
+    ]
 
 
 POOL_SCHEMA = pa.schema([("traj_id", pa.string()), ("n_tokens", pa.int32()), ("n_window_tokens", pa.int32())])
@@ -200,6 +232,13 @@ def test_shards_split_the_pool_and_say_what_they_left_unscored(tiny_corpus, toks
     # one trajectory a batch (batch_tokens below H2): every batch's rows reach the file
     both = score_shard(pool, shard, student, tmp_path / "all.parquet", h1, h2, 0, 1, batch_tokens=1)
     assert both == {"scored": 2, "no_window": 1}
+    flushed = score_shard(
+        pool, shard, student, tmp_path / "f.parquet", h1, h2, 0, 1, batch_tokens=1, write_every=1
+    )
+    assert flushed == both  # every batch journaled as it comes
+    with caplog.at_level(logging.INFO, logger="horizon.score.scorer"):
+        score_shard(pool, shard, student, tmp_path / "one-batch.parquet", h1, h2, 0, 1)  # both in one batch
+    assert any(m.startswith("score H240-600 shard 0/1: 3/3 trajectories (100%)") for m in caplog.messages)
     sup0 = int(np.flatnonzero(toks[tids[0]][1] == 1)[0])  # a window of one supervised token is scored
     one = _pool(tmp_path / "one.parquet", toks, tids[:1], sup0, sup0 + 1)
     assert score_shard(one, shard, student, tmp_path / "one-s.parquet", sup0, sup0 + 1, 0, 1)["scored"] == 1
