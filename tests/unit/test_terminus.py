@@ -144,8 +144,11 @@ def test_warnings_are_worded_with_their_item_and_fields():
         "Item 2 has a `duration` that is not a number; 1.0 s was used.",
         "Item 3 has no `duration`; 1.0 s was used.",  # the last item may lack its newline
     ]
-    missing = parse('{"analysis": "a"}')
-    assert words(missing) == ["These fields are required but absent: plan, commands."]
+    missing = parse('say {"analysis": "a"}')
+    assert words(missing) == [
+        "These fields are required but absent: plan, commands.",
+        "There is text before the JSON object.",
+    ]
     # a key the text spells with an escape is not found by its name: the two found are compared
     assert codes(parse('{"commands": [], "plan": "p", "\\u0061nalysis": "a"}')) == ["field_order"]
 
@@ -162,6 +165,8 @@ def test_parse_error_says_what_the_model_is_told_and_variants_are_passed_on():
 
 
 def test_the_two_repairs_are_named_first_among_the_warnings():
+    from horizon.terminus import Issue
+
     # one `}` missing with a `}` already present: exactly one is appended (no text after the object)
     cut = '{"analysis": "a", "plan": "p", "commands": [{"keystrokes": "ls\\n"}]'
     assert words(parse(cut)) == [
@@ -178,6 +183,17 @@ def test_the_two_repairs_are_named_first_among_the_warnings():
         str(parse(text).warnings[0])
         == "The answer was repaired (object extracted); please send well-formed JSON."
     )
+    # spans are tried from the text's first character, one character at a time, each up to its own end;
+    # the first span that is JSON is the one taken, an answer or not
+    assert parse('{"x": 1} ' + valid).error == Issue("missing_fields", ("analysis", "plan", "commands"))
+    for gap in (" ", "  "):
+        assert codes(parse("say {not json}" + gap + valid))[0] == "auto_fixed"
+    # a `{` that never closes within two levels is passed by one character: the object right after it is taken
+    opened = parse("say {" + valid + "!")
+    assert codes(opened) == ["auto_fixed", "duration_missing"] and opened.commands[1] == Command("ls\n")
+    # an object nested three deep is never taken whole (its inner span is, and lacks the fields)
+    deep = 'say {not json} {"analysis": "a", "plan": {"x": {"y": 1}}, "commands": []}'
+    assert parse(deep).error.code == "invalid_json"
 
 
 def test_a_backslash_hides_the_next_character_also_in_prose():
