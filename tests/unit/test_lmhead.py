@@ -35,3 +35,17 @@ def test_a_zero3_head_weight_is_gathered_with_the_model_and_a_plain_one_is_left_
     head.weight.ds_id = 7  # what ZeRO-3 sets on every parameter it partitions
     register_weight(model, head.weight)
     assert [p for _, p in model.ds_external_parameters()] == [head.weight]
+
+
+def test_the_head_matmul_runs_in_the_dtype_the_plain_head_would():
+    """autocast's dtype when it is on (as F.linear then computes), else the weight's; a float64 weight
+    is left alone by autocast, and by the chunked head."""
+    import torch.nn.functional as F
+
+    from horizon.lmhead import _matmul_dtype
+
+    w, h = torch.zeros(3, 2), torch.zeros(1, 2)
+    assert _matmul_dtype(w) == F.linear(h, w).dtype == torch.float32
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert _matmul_dtype(w) == F.linear(h, w).dtype == torch.bfloat16
+        assert _matmul_dtype(w.double()) == F.linear(h.double(), w.double()).dtype == torch.float64
