@@ -1,5 +1,7 @@
-"""causal_mask: a right-padded batch needs no attention mask under causal attention."""
+"""lmhead: a right-padded batch needs no attention mask under causal attention; the ZeRO-3 head weight; the
+head matmul's dtype; nll's gradients to a frozen side (its equality with the plain loss: tests/unit/train/test_loss.py)."""
 
+import pytest
 import torch
 
 from horizon.lmhead import causal_mask
@@ -49,3 +51,31 @@ def test_the_head_matmul_runs_in_the_dtype_the_plain_head_would():
     with torch.autocast("cpu", dtype=torch.bfloat16):
         assert _matmul_dtype(w) == F.linear(h, w).dtype == torch.bfloat16
         assert _matmul_dtype(w.double()) == F.linear(h.double(), w.double()).dtype == torch.float64
+
+
+@pytest.mark.parametrize("frozen", ["head", "hidden", "neither"])
+def test_nll_gradients_reach_whatever_requires_them(frozen):
+    """A frozen head (or frozen hidden states) still passes the gradient to the other side, equal to the
+    plain cross-entropy's."""
+    import torch.nn.functional as F
+
+    from horizon.lmhead import nll
+
+    g = torch.Generator().manual_seed(0)
+    hidden, weight = torch.randn(6, 8, generator=g), torch.randn(11, 8, generator=g)
+    rows, targets = torch.tensor([0, 2, 3, 5]), torch.tensor([1, 10, 4, 4])
+    grads = []
+    for chunked in (True, False):
+        h = hidden.clone().requires_grad_(frozen != "hidden")
+        w = weight.clone().requires_grad_(frozen != "head")
+        loss = (
+            nll(w, h, rows, targets, 3, 4.0)
+            if chunked
+            else F.cross_entropy(h[rows] @ w.T, targets, reduction="sum") / 4
+        )
+        loss.backward()
+        grads.append((h.grad, w.grad))
+    for ours, plain in zip(*grads):
+        assert (ours is None) == (plain is None)
+        if plain is not None:
+            torch.testing.assert_close(ours, plain)
