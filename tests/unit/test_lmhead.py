@@ -79,3 +79,21 @@ def test_nll_gradients_reach_whatever_requires_them(frozen):
         assert (ours is None) == (plain is None)
         if plain is not None:
             torch.testing.assert_close(ours, plain)
+
+
+def test_log_softmax_per_row_whatever_the_rows_scales_and_nll_sums_by_default():
+    """Each row is shifted by its own maximum: a row of logits near 1000 beside one near 0 loses
+    nothing to underflow; without a divisor nll is the summed negative log-likelihood."""
+    import torch.nn.functional as F
+
+    from horizon.lmhead import chunk_logprobs, nll
+
+    logits, targets = torch.tensor([[0.0, 1.0, -2.0], [1000.0, 1001.0, 990.0]]), torch.tensor([0, 1])
+    expected = torch.log_softmax(logits.double(), dim=1)[[0, 1], targets]
+    torch.testing.assert_close(chunk_logprobs(logits.clone(), targets), expected)
+    loss = nll(
+        torch.eye(3), logits, torch.tensor([0, 1]), targets, 2
+    )  # an identity head: the logits themselves
+    assert loss.item() == pytest.approx(
+        F.cross_entropy(logits.double(), targets, reduction="sum").item(), rel=1e-6
+    )
