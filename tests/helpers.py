@@ -41,6 +41,27 @@ def fixture_texts() -> list[str]:
     return [m["content"] for r in fixture_rows() for m in r["conversations"]]
 
 
+TINY_BUILD = {
+    "vocab_size": 400, "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
+    "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 8, "max_position_embeddings": 2048,
+}  # fmt: skip
+
+
+def build_tiny_corpus(d: Path) -> Path:
+    """The fixture corpus under `d`: normalized, a tiny offline student (tokenizer and model), tokenized
+    (library calls, no Snakemake); the `tiny_corpus` fixture."""
+    from horizon.data.normalize import normalize
+    from horizon.data.sources import download
+    from horizon.data.student import build_tiny
+    from horizon.data.tokens import tokenize_shard
+
+    download(str(CORPUS_SAMPLE), d / "raw")
+    normalize(d / "raw/manifest.json", d / "traj.parquet", d / "q.parquet", d / "stats.json")
+    build_tiny(d / "traj.parquet", d / "student", TINY_BUILD, seed=0)
+    tokenize_shard(d / "traj.parquet", d / "student", d / "tokens.parquet", 0, 1)
+    return d
+
+
 def deep_update(base: dict, over: dict) -> dict:
     out = copy.deepcopy(base)
     for k, v in over.items():

@@ -190,3 +190,149 @@ def test_unsupported_tasks_are_named_skips_not_zeros(tmp_path):
         "bench: 1 tasks × 2 attempts × 1 repeats; 1 tasks unsupported by the local sandbox, excluded (named in "
         "the attempt records: b); 1 tasks ran with another network than their owner gives them (eval.network)"
     )
+
+
+def test_mean_and_sd_leave_out_missing_values_and_need_two_for_an_sd():
+    from horizon.report.metrics import mean_sd
+
+    assert mean_sd([2.0, float("nan"), 4.0]) == (3.0, pytest.approx(math.sqrt(2)))  # sample sd, ddof = 1
+    mean, sd = mean_sd([5.0, float("nan")])
+    assert mean == 5.0 and math.isnan(sd)  # one repeat: a mean, no sd
+    assert all(math.isnan(x) for x in mean_sd([float("nan")]) + mean_sd([]))
+
+
+def test_build_cell_defaults_partial_repeats_and_its_errors(tmp_path):
+    from horizon.report.metrics import build_cell
+
+    files = write_repeats(tmp_path, "m", "tb", [[3, 0, 1, 2, 6, 4], S])
+    assert build_cell("m", "tb", files, TASKS, 8, 2, [1]).repeats[0]["fragile"] == 2  # 1 <= s <= 2 by default
+    cell = build_cell("m", "tb", {1: files[1]}, TASKS, 8, 2, [1], allow_partial=True)  # r0 missing, r1 there
+    assert cell.partial and [r["success_attempts"] for r in cell.repeats] == [21.0]
+    many = [f"x{i}" for i in range(25)]
+    with pytest.raises(IncompleteResults) as e:
+        build_cell("m", "tb", {0: files[0]}, TASKS + many, 8, 1, [1])
+    lines = str(e.value).splitlines()
+    assert lines[0] == "incomplete results (set report.allow_partial: true for a marked partial row):"
+    assert lines[1:] == [
+        f"  m on tb: repeat r0, task x{i} has 0 of 8 attempts" for i in range(20)
+    ]  # 20 named
+    with pytest.raises(IncompleteResults, match=r"^m on tb: no repeat at all$"):
+        build_cell("m", "tb", {}, TASKS, 8, 2, [1], allow_partial=True)
+
+
+def test_skip_note_names_sandboxes_first_five_tasks_and_the_same_shell_deviation():
+    from horizon.report.metrics import Cell
+
+    why = {
+        f"u{i}": f"{'docker' if i % 2 else 'local'} sandbox: apt failed (no sandbox: here)" for i in range(6)
+    }
+    cell = Cell("m", "b", [], [], 1, unsupported=why, deviations={"tests": {"x", "y"}})
+    assert cell.skip_note() == (
+        "6 tasks unsupported by the docker, local sandbox, excluded (named in the attempt records: "
+        "u0, u1, u2, u3, u4, ...); 2 tasks graded in a fresh shell though they ask for the agent's "
+        "(eval.same_shell_tests)"
+    )
+    five = Cell("m", "b", [], [], 1, unsupported={f"u{i}": "local sandbox: x" for i in range(5)})
+    assert five.skip_note().endswith("(named in the attempt records: u0, u1, u2, u3, u4)")
+
+
+def _bootstrap_by_hand(cell, stat, samples, seed, level):
+    """The documented CI, one resample at a time: tasks drawn with replacement (the generator seeded
+    with `seed`, as many draws as tasks), the statistic per repeat, averaged over repeats; then the
+    percentiles (1 - level) / 2 and (1 + level) / 2."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, len(cell.tasks), size=(samples, len(cell.tasks)))
+    values = []
+    for draw in idx:
+        tasks = [cell.tasks[i] for i in draw]
+        values.append(np.mean([stat([r.per_task[t] for t in tasks]) for r in cell.repeats]))
+    return tuple(float(x) for x in np.percentile(values, [100 * (1 - level) / 2, 100 * (1 + level) / 2]))
+
+
+def test_bootstrap_ci_resamples_tasks_and_averages_repeats(tmp_path):
+    from horizon.report.metrics import bootstrap_ci
+
+    files = write_repeats(tmp_path, "m", "tb", [S, [7, 1, 1, 2, 3, 4], [8, 0, 0, 5, 6, 1]])
+    cell = build_cell("m", "tb", files, TASKS, 8, 3, [1])
+    for key, stat in [("success_attempts", sum), ("rel_ge_2", lambda s: sum(x >= 2 for x in s))]:
+        for level in (0.95, 0.5):
+            got = bootstrap_ci(cell, key, 300, seed=3, level=level)
+            assert got == pytest.approx(_bootstrap_by_hand(cell, stat, 300, 3, level))
+            assert got == bootstrap_ci(cell, key, 300, seed=3, level=level)  # the same seed, the same CI
+    assert bootstrap_ci(cell, "success_attempts", 1, seed=0) == pytest.approx(
+        _bootstrap_by_hand(cell, sum, 1, 0, 0.95)
+    )  # one resample is still one
+    assert all(
+        math.isnan(x) for x in bootstrap_ci(cell, "success_attempts", 0, seed=0)
+    )  # off: report.bootstrap 0
+    with pytest.raises(ValueError, match="^no bootstrap for pass_at_1$"):
+        bootstrap_ci(cell, "pass_at_1", 10, seed=0)
+
+
+def test_paired_lists_the_largest_changes_first_then_by_task(tmp_path):
+    from horizon.report.metrics import paired
+
+    order = list(reversed(TASKS))  # the cell's task order is not the names' order
+    a = build_cell("a", "tb", write_repeats(tmp_path, "a", "tb", [[4, 4, 4, 4, 4, 4]]), order, 8, 1, [1])
+    b = build_cell("b", "tb", write_repeats(tmp_path, "b", "tb", [[6, 5, 6, 2, 3, 2]]), order, 8, 1, [1])
+    p = paired(a, b)
+    assert p["better"] == [("t0", 2.0), ("t2", 2.0), ("t1", 1.0)]
+    assert p["worse"] == [("t3", -2.0), ("t5", -2.0), ("t4", -1.0)] and p["unchanged"] == []
+
+
+def test_repeat_stats_of_tasks_without_records_episodes_and_summaries():
+    """A task with no record counts 0 of 0; an excluded attempt is neither a success nor an attempt in
+    the per-success and per-attempt means; pass@k exists for k = 1..attempts, nan where no task has k."""
+    recs = [
+        {"task": "a", "success": True, "episodes": 3, "summarizations": 2, "failure_mode": "none"},
+        {"task": "a", "success": False, "episodes": 5, "failure_mode": "tests_failed"},  # no counter: 0
+        {"task": "a", "success": True, "episodes": 9, "summarizations": 7, "failure_mode": "infra_error"},
+        {"task": "b", "success": True, "episodes": 4, "summarizations": 1, "failure_mode": "none",
+         "error_signatures": [{"pattern": "p", "episode": 0}], "first_complete_episode": 3},
+        {"task": "b", "success": True, "episodes": 8, "failure_mode": "unsupported",
+         "error_signatures": [{"pattern": "p", "episode": 0}]},
+    ]  # fmt: skip
+    st = repeat_stats(recs, ["a", "b", "never-ran"], 2, [1])
+    assert st.n == {"a": 2, "b": 1, "never-ran": 0} and st.per_task == {"a": 1, "b": 1, "never-ran": 0}
+    assert st["episodes_per_success"] == 3.5 and st["episodes_per_reactive_success"] == 4.0
+    assert st["summarizations_per_attempt"] == 1.0  # (2 + 0 + 1) / 3 counted attempts
+    assert st["infra_errors"] == 2 and st["pass_at_1"] == pytest.approx((1 / 2 + 1) / 2)
+    assert st["pass_at_2"] == 1.0  # only a has two counted attempts
+    assert sorted(k for k in st.values if k.startswith("pass_at_")) == ["pass_at_1", "pass_at_2"]
+    none = repeat_stats([], ["a"], 1, [1])
+    assert all(math.isnan(none[k]) for k in ("episodes_per_success", "episodes_per_reactive_success",
+                                             "summarizations_per_attempt", "pass_at_1", "s_plus"))  # fmt: skip
+    assert (
+        repeat_stats(records([3, 0, 1, 2, 6, 4]), TASKS, 8, [1])["fragile"] == 2
+    )  # fragile_max 2 by default
+
+
+def test_a_signature_of_another_pattern_does_not_hide_the_next_one():
+    rec = {"error_signatures": [{"pattern": "other", "episode": 0}, {"pattern": "p", "episode": 1}],
+           "first_complete_episode": 4}  # fmt: skip
+    from horizon.report.metrics import is_reactive
+
+    assert is_reactive(rec, {"p"}) and not is_reactive(rec, {"q"})
+    with pytest.raises(ValueError, match=r"^k = 3 > n = 2$"):
+        pass_at_k(2, 1, 3)
+
+
+def test_build_cell_passes_its_settings_and_names_each_skip(tmp_path):
+    recs = records([2, 0, 0, 0, 0, 0])
+    recs[0]["error_signatures"] = [{"pattern": "p", "episode": 0}]
+    for r in recs[8:16]:  # t1 and t2 ran with another network; t3 was unsupported, with nothing said
+        r["deviations"] = ["network: none: restricted"]
+    recs[16]["deviations"] = ["network: none: restricted"]
+    recs = [r for r in recs if r["task"] != "t3"] + [
+        {"task": "t3", "success": False, "failure_mode": "unsupported"}
+    ]
+    f = tmp_path / "attempts.jsonl"
+    f.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    cell = build_cell("m", "tb", {0: f}, TASKS, 1, 1, [1], patterns=set())
+    assert (cell.model, cell.benchmark, cell.attempts) == ("m", "tb", 1)
+    assert cell.repeats[0]["reactive_successes"] == 0  # the configured patterns reach repeat_stats
+    assert cell.unsupported == {"t3": "the sandbox: unsupported"} and cell.deviations == {
+        "network": {"t1", "t2"}
+    }

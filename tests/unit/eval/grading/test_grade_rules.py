@@ -449,6 +449,15 @@ def test_the_agent_shells_failed_wait_is_the_tests_status():
     g = grade(load_tb1(SAME_SHELL), FailedWait(), agent_shell=True)
     assert g.detail["rc"] == 3
 
+    class LateWait(Recording):  # only the wait for the tests runs out of time
+        def exec(self, argv, **kw):
+            if argv[:2] == ["tmux", "wait-for"]:
+                return ExecResult(124, "", "", True)
+            return super().exec(argv, **kw)
+
+    g = grade(load_tb1(SAME_SHELL), LateWait(), agent_shell=True)
+    assert g.timed_out and not g.success
+
 
 def test_scripts_in_the_archive_are_executable_and_root_owned_whatever_their_files(tmp_path):
     import io
@@ -467,3 +476,23 @@ def test_scripts_in_the_archive_are_executable_and_root_owned_whatever_their_fil
     with tarfile.open(fileobj=io.BytesIO(tests_archive(load_harbor(d)))) as tar:
         modes = {m.name: (m.mode & 0o777, m.uid, m.uname) for m in tar.getmembers()}
     assert modes == {"test.sh": (0o755, 0, "root"), "test_outputs.py": (0o640, 0, "root")}
+    (d / "tests" / "test.sh").chmod(0o660)  # as chmod +x: the script's own bits stay, the exec bits are added
+    with tarfile.open(fileobj=io.BytesIO(tests_archive(load_harbor(d)))) as tar:
+        assert tar.getmember("test.sh").mode & 0o777 == 0o775
+
+
+def test_tests_that_cannot_be_read_are_a_sandbox_error_naming_the_task(monkeypatch):
+    import tarfile
+
+    from horizon.eval.grading.grader import tests_archive
+    from horizon.eval.sandbox import SandboxError
+
+    def unreadable(*a, **kw):  # as root no file mode forbids reading: the error is raised where tar reads
+        raise PermissionError(13, "Permission denied", "test.sh")
+
+    monkeypatch.setattr(tarfile.TarFile, "add", unreadable)
+    task = load_harbor(HELLO)
+    with pytest.raises(
+        SandboxError, match=rf"^task {task.id}: reading its tests failed: .*Permission denied"
+    ):
+        tests_archive(task)
