@@ -189,11 +189,16 @@ class OverlayLayer:
 
     def size(self) -> int:
         """Bytes the upper directory holds (its files' allocated blocks)."""
-        total = 0
-        for root, dirs, files in os.walk(self.upper):
-            for n in files + dirs:
-                try:
-                    total += os.lstat(os.path.join(root, n)).st_blocks * 512
-                except OSError:
-                    pass
-        return total
+        return allocated_bytes(self.upper)
+
+
+def allocated_bytes(root: str | Path) -> int:
+    """The blocks allocated under `root` (links not followed; what vanishes while walking is skipped)."""
+    total = 0
+    for dirpath, dirs, files in os.walk(root):
+        for n in files + dirs:
+            try:
+                total += os.lstat(os.path.join(dirpath, n)).st_blocks * 512
+            except OSError:
+                pass
+    return total

@@ -26,6 +26,7 @@ import re
 import shlex
 import shutil
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 from horizon.eval.sandbox import Unsupported
@@ -62,14 +63,20 @@ def host_packages() -> frozenset[str]:
     return frozenset(out.stdout.split())
 
 
+def simple_commands(command: str) -> Iterator[list[str]]:
+    """The words of each command of a shell line split at `&&`, `||`, `;` and `|` (one shlex cannot read:
+    skipped)."""
+    for part in re.split(r"&&|\|\||;|\|", command):
+        try:
+            yield shlex.split(part)
+        except ValueError:
+            continue
+
+
 def apt_packages(command: str) -> list[str]:
     """Packages an `apt-get install` / `apt install` in a RUN line asks for (words, options dropped)."""
     out = []
-    for part in re.split(r"&&|\|\||;|\|", command):
-        try:
-            words = shlex.split(part)
-        except ValueError:
-            continue
+    for words in simple_commands(command):
         while words and "=" in words[0] and not words[0].startswith("-"):  # VAR=value prefixes
             words.pop(0)
         if len(words) > 1 and os.path.basename(words[0]) in APT_WORDS:
@@ -139,11 +146,7 @@ def user_reasons(plan: df.Plan) -> list[str]:
 def chown_owners(command: str) -> list[str]:
     """The owners a RUN line gives files with chown/chgrp that are not root (`chown -R agent:agent /app`)."""
     out = []
-    for part in re.split(r"&&|\|\||;|\|", command):
-        try:
-            words = shlex.split(part)
-        except ValueError:
-            continue
+    for words in simple_commands(command):
         for i, w in enumerate(words):
             if os.path.basename(w) in ("chown", "chgrp"):
                 owner = next((x for x in words[i + 1 :] if not x.startswith("-")), "")

@@ -46,6 +46,7 @@ from pathlib import Path
 
 from horizon.eval.sandbox import SandboxError, Unsupported
 from horizon.eval.sandbox.integrity import resolve
+from horizon.eval.sandbox.overlay import allocated_bytes
 
 log = logging.getLogger("horizon.eval.sandbox")
 SYSTEM = ("usr", "etc", "bin", "sbin", "lib", "lib32", "lib64", "libx32")
@@ -250,14 +251,7 @@ def seal_lines(layer: list[str], staged: list[str]) -> str:
 
 
 def layer_bytes(root: Path) -> int:
-    total = 0
-    for dirpath, dirs, files in os.walk(root / "layer"):
-        for n in dirs + files:
-            try:
-                total += os.lstat(os.path.join(dirpath, n)).st_blocks * 512
-            except OSError:
-                pass
-    return total
+    return allocated_bytes(root / "layer")
 
 
 def check_size(root: Path, storage_mb: int, file: str) -> None:
