@@ -148,6 +148,7 @@ def test_paired_decomposition_sums_to_the_aggregate(tmp_path):
     p = paired(a, b)
     assert sum(d for _, d in p["better"]) + sum(d for _, d in p["worse"]) == pytest.approx(p["aggregate"])
     assert p["aggregate"] == pytest.approx(22 - 21) and p["unchanged"] == ["t4"]
+    assert "t4" not in [t for t, _ in p["better"] + p["worse"]]  # unchanged: listed as neither
     assert sum(d for _, d in p["better"]) == pytest.approx(6.5) and sum(
         d for _, d in p["worse"]
     ) == pytest.approx(-5.5)

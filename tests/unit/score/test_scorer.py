@@ -117,7 +117,7 @@ def test_nan_score_stops_with_the_traj_id(tiny_corpus, toks, tmp_path, monkeypat
     assert not (tmp_path / "s.parquet").exists()
 
 
-def test_a_shard_resumes_only_a_journal_of_the_same_model_and_horizons(tiny_corpus, toks, tmp_path):
+def test_a_shard_resumes_only_a_journal_of_the_same_model_and_horizons(tiny_corpus, toks, tmp_path, caplog):
     """A rerun after the model was retrained (or H1 changed) must not keep the old scores."""
     from horizon.io import Journal
     from horizon.score.scorer import shard_inputs
@@ -145,8 +145,17 @@ def test_a_shard_resumes_only_a_journal_of_the_same_model_and_horizons(tiny_corp
 
     same = shard_inputs(*args[:3], h1, h2)
     assert set(rescored(same).values()) == {123.0}  # the positive control: the same inputs resume
-    assert rescored({**same, "h1": h1 - 1}) == honest
-    assert rescored(shard_inputs(*args[:2], tmp_path / "endpoint", h1, h2)) == honest  # another model
+    other_runs = {  # a journal of each other input; the log names the one that changed
+        "h1": shard_inputs(*args[:3], h1 - 1, h2),
+        "h2": shard_inputs(*args[:3], h1, h2 + 1),
+        "tokens": shard_inputs(args[0], [shard, shard], args[2], h1, h2),
+        "pool": shard_inputs(tmp_path / "k1.parquet", *args[1:3], h1, h2),
+        "model": shard_inputs(*args[:2], tmp_path / "endpoint", h1, h2),
+    }
+    for key, inputs in other_runs.items():
+        caplog.clear()
+        assert rescored(inputs) == honest, key
+        assert f"changed: {key}" in caplog.text, caplog.text
     assert rescored(None) == honest  # a journal from before made_from: its inputs unknown
 
 
