@@ -200,14 +200,21 @@ def stamp(path: str | Path, hash_below: int = 64 << 20) -> dict:
     return {"name": p.name, "size": st.st_size, "mtime_ns": st.st_mtime_ns}
 
 
+def model_files(model_dir: str | Path) -> list[Path]:
+    """A model directory's config.json and weight files, sorted; [] where it holds no model (no config,
+    or no weights)."""
+    d = Path(model_dir)
+    weights = [p for pattern in WEIGHT_FILES for p in d.glob(pattern)]
+    if not weights or not (d / "config.json").is_file():
+        return []
+    return sorted({*weights, d / "config.json"})
+
+
 def model_stamp(model_dir: str | Path) -> list[dict] | str:
     """The stamps of a model directory's config and weights (`stamp`); a path that holds no model (an
     endpoint's name) stands for itself."""
-    d = Path(model_dir)
-    files = sorted(p for pattern in WEIGHT_FILES for p in d.glob(pattern))
-    if not files or not (d / "config.json").is_file():
-        return str(model_dir)
-    return [stamp(p) for p in [d / "config.json", *files]]
+    files = model_files(model_dir)
+    return [stamp(p) for p in files] if files else str(model_dir)
 
 
 WEIGHT_FILES = ("*.safetensors", "*.bin", "*.pt")

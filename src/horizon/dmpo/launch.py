@@ -55,6 +55,7 @@ class DMPOSpec:
     gamma: float
     chunk: int = 512
     horizon: int | None = None  # (SFT's token horizon: none here; timing.json records it as null)
+    corpus_check: str | None = None  # (SFT's corpus check: DMPO's rule reads none, so its model gets none)
     extra_timing: dict = field(default_factory=dict)
     log_keys: list = field(default_factory=lambda: list(LOG_KEYS))
 

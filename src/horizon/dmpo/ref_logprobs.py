@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from horizon.dmpo.pairs import SIDES, assistant_turn_ids, list_column, side_rows
-from horizon.io import WEIGHT_FILES, Journal, write_table
+from horizon.io import Journal, model_files, write_table
 from horizon.progress import Progress
 
 log = logging.getLogger("horizon.dmpo.ref_logprobs")
@@ -39,9 +39,8 @@ def file_sha256(path: str | Path) -> str:
 def model_sha256(model_dir: str | Path) -> str:
     """sha256 over the names and contents of a model directory's weight files and config.json."""
     d = Path(model_dir)
-    files = sorted({p for pattern in WEIGHT_FILES for p in d.glob(pattern)} | {d / "config.json"})
-    missing = [p for p in files if not p.exists()]
-    if missing or len(files) < 2:
+    files = model_files(d)
+    if not files:
         raise FileNotFoundError(f"{d}: not a model directory (no config.json or no weight files)")
     h = hashlib.sha256()
     for p in files:

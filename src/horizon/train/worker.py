@@ -330,9 +330,8 @@ def _finalize(spec: TrainSpec, out: Path, trainer, on_cpu: bool) -> None:
     }
     write_json(out / "timing.json", timing)
     write_json(out / "examples.json", meta)
-    check = getattr(spec, "corpus_check", None)  # DMPO's spec has none: its rule reads no corpus check
-    if check:  # marks a model trained under the check (workflow/rules/train.smk reads it)
-        shutil.copy(check, out / made.CORPUS_CHECK)
+    if spec.corpus_check:  # marks a model trained under the check (workflow/rules/train.smk reads it)
+        shutil.copy(spec.corpus_check, out / made.CORPUS_CHECK)
     shutil.copy(Path(spec.checkpoints) / "train_log.jsonl", out / "train_log.jsonl")
     effective = {
         k: v

@@ -310,8 +310,11 @@ def mount_script(image: LocalImage, rebind_tools: bool) -> str:
         lines.append(f"ovl /run/horizon/lower/{top} /run/horizon/upper/{top} horizon-{top} /{top}")
     if image.layer:  # the build writes into a layer of its own over them
         lines += syslayer.build_lines(image.layer, image.system)
-    for top in [] if image.layer else image.system:
-        lines.append(f"mount -n -t overlay -o lowerdir=/run/horizon/lower/{top}:/{top} horizon-{top} /{top}")
+    else:
+        lines += [
+            f"mount -n -t overlay -o lowerdir=/run/horizon/lower/{top}:/{top} horizon-{top} /{top}"
+            for top in image.system
+        ]
     if rebind_tools:  # an overlay on /opt hid the toolchain's mount point
         lines += [
             "mkdir -p /opt/horizon",
